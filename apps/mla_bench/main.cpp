@@ -1,0 +1,274 @@
+// mla-bench: throughput sweeps of the cache-path kernels (pack, gather + upconvert, top-k index
+// conversion) on Google Benchmark, timed on the device with cold L2, against roofline figures
+// measured in the same run. docs/benchmarks.md explains the output.
+//
+// Flags: every --benchmark_* flag of Google Benchmark (consumed first by benchmark::Initialize),
+// then ours (CLI11). Exit codes: 0 ok, 2 bad usage or bad input, 3 a runtime or device error.
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <benchmark/benchmark.h>
+
+#include "apps/mla_bench/bench_cache_ops.h"
+#include "apps/mla_bench/device_timer.h"
+#include "apps/mla_bench/dump.h"
+#include "apps/mla_bench/l2_flush.h"
+#include "apps/mla_bench/roofline.h"
+#include "apps/mla_bench/sweep.h"
+#include "kernels/backend.h"
+#include "lib/report.h"
+
+namespace {
+
+using namespace mla;
+using namespace mla::bench;
+
+constexpr int kExitOk = 0, kExitUsage = 2, kExitRuntime = 3;
+
+constexpr const char* kBenchmarkFlagsHelp =
+    "Google Benchmark flags (all accepted), e.g.:\n"
+    "  --benchmark_filter=REGEX         run only matching benchmarks (names: pack/B:64/tokens:1024,\n"
+    "                                   gather/B:61/seq_starts:on/rows:4096, convert/B:64/K:2048/rows:64)\n"
+    "  --benchmark_out=FILE --benchmark_out_format=json|csv|console\n"
+    "  --benchmark_repetitions=N        default: the sweep's \"repetitions\" (5 in cache_path)\n"
+    "  --benchmark_report_aggregates_only=true|false   default: true (mean/median/stddev/cv)\n"
+    "  --benchmark_min_time=T           default: the sweep's \"min_time_s\" of timed time per repetition\n"
+    "  --benchmark_list_tests=true      list the benchmark names and exit\n";
+
+// True when argv or the environment gives Google Benchmark flag `name` (benchmark also reads
+// flags from BENCHMARK_<NAME> environment variables).
+bool benchmark_flag_given(int argc, char** argv, const std::string& name) {
+  const std::string flag = "--" + name;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == flag || a.rfind(flag + "=", 0) == 0) return true;
+  }
+  std::string env;
+  for (char c : name) env += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return std::getenv(env.c_str()) != nullptr;
+}
+
+bool help_requested(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "-help")) return true;
+  }
+  return false;
+}
+
+std::string human_rate(double bytes_per_second) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f GB/s", bytes_per_second / 1e9);
+  return buf;
+}
+
+int list_sweeps() {
+  for (const std::string& name : builtin_sweep_names()) {
+    Sweep s;
+    Status st = load_sweep(name, &s);
+    if (!st.ok()) {
+      std::fprintf(stderr, "mla-bench: %s\n", st.message().c_str());
+      return kExitUsage;
+    }
+    const size_t shapes = s.pack_tokens.size() +
+                          s.gather_block_sizes.size() * s.gather_seq_starts.size() * s.gather_rows.size() +
+                          s.convert_topk.size() * s.convert_rows.size();
+    std::printf("%-12s %3zu shapes, %d repetitions  %s\n", name.c_str(), shapes, s.repetitions, s.description.c_str());
+  }
+  std::printf("(or --sweep FILE with a sweep file: docs/benchmarks.md)\n");
+  return kExitOk;
+}
+
+struct Options {
+  std::string backend = "auto";
+  std::string sweep;
+  std::string dump_dir;
+  bool list_sweeps = false, quick = false, no_host_caps = false, version = false;
+};
+
+void add_options(CLI::App& app, Options& o) {
+  app.add_option("--backend", o.backend, "auto (cuda when available), host or cuda")
+      ->check(CLI::IsMember({"auto", "host", "cuda"}))
+      ->capture_default_str();
+  auto* sweep = app.add_option("--sweep", o.sweep,
+                               "Built-in sweep name or sweep file (default: cache_path; see --list-sweeps)");
+  app.add_flag("--quick", o.quick, "The small 'quick' sweep (a smoke test); same as --sweep quick")->excludes(sweep);
+  app.add_flag("--list-sweeps", o.list_sweeps, "List the built-in sweeps and exit");
+  app.add_option("--dump", o.dump_dir,
+                 "Run one small shape of each operation, write inputs, outputs and manifest.json to DIR "
+                 "(for scripts/peer_torch.py), and exit");
+  app.add_flag("--no-host-caps", o.no_host_caps, "Host backend: also run shapes above the sweep's host limits");
+  app.add_flag("--version", o.version, "Print the version and exit");
+  app.footer(kBenchmarkFlagsHelp);
+}
+
+std::string sweep_name(const Options& o) { return o.quick ? "quick" : (o.sweep.empty() ? "cache_path" : o.sweep); }
+
+// --benchmark_min_time: a plain number of seconds before Google Benchmark 1.8, "<seconds>s" since.
+std::string min_time_flag(double seconds) {
+  char buf[64];
+#if MLA_BENCHMARK_VERSION_MAJOR > 1 || (MLA_BENCHMARK_VERSION_MAJOR == 1 && MLA_BENCHMARK_VERSION_MINOR >= 8)
+  std::snprintf(buf, sizeof buf, "--benchmark_min_time=%gs", seconds);
+#else
+  std::snprintf(buf, sizeof buf, "--benchmark_min_time=%g", seconds);
+#endif
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* description =
+      "mla-bench: throughput of the sparse-MLA cache-path kernels (pack, gather, convert),\n"
+      "device-timed with cold L2, against the copy bandwidth measured in the same run.";
+  if (help_requested(argc, argv)) {
+    CLI::App app{description, "mla-bench"};
+    Options unused;
+    add_options(app, unused);
+    std::printf("%s", app.help().c_str());
+    return kExitOk;
+  }
+
+  // The sweep sets the defaults of --benchmark_repetitions, --benchmark_report_aggregates_only
+  // and --benchmark_min_time. They are passed as flags ahead of the user's (the last occurrence
+  // wins; one set in a BENCHMARK_* variable is left alone), so that Google Benchmark's own flags
+  // override them and benchmark names do not depend on them. Our flags are read leniently here
+  // to find the sweep; errors are reported by the full parse below.
+  Sweep sweep;
+  Status sweep_status;
+  {
+    CLI::App pre{description, "mla-bench"};
+    Options o;
+    add_options(pre, o);
+    pre.allow_extras();
+    try {
+      pre.parse(argc, argv);
+    } catch (const CLI::Error&) {
+    }
+    sweep_status = load_sweep(sweep_name(o), &sweep);
+  }
+  std::vector<std::string> defaults;
+  if (sweep_status.ok()) {
+    if (!benchmark_flag_given(argc, argv, "benchmark_repetitions"))
+      defaults.push_back("--benchmark_repetitions=" + std::to_string(sweep.repetitions));
+    if (!benchmark_flag_given(argc, argv, "benchmark_report_aggregates_only") &&
+        !benchmark_flag_given(argc, argv, "benchmark_display_aggregates_only"))
+      defaults.push_back("--benchmark_report_aggregates_only=true");
+    if (!benchmark_flag_given(argc, argv, "benchmark_min_time")) defaults.push_back(min_time_flag(sweep.min_time_s));
+  }
+  std::vector<char*> args;
+  args.push_back(argv[0]);
+  for (auto& d : defaults) args.push_back(d.data());
+  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+  int args_count = static_cast<int>(args.size());
+  args.push_back(nullptr);
+  benchmark::Initialize(&args_count, args.data());  // removes the --benchmark_* flags it knows
+
+  CLI::App app{description, "mla-bench"};
+  Options opt;
+  add_options(app, opt);
+  try {
+    app.parse(args_count, args.data());
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitUsage;
+  }
+  if (opt.version) {
+    std::printf("mla-bench %s (git %s)\n", tool_version(), tool_git_revision());
+    return kExitOk;
+  }
+  if (opt.list_sweeps) return list_sweeps();
+  if (!sweep_status.ok()) {
+    std::fprintf(stderr, "mla-bench: %s\n", sweep_status.message().c_str());
+    return kExitUsage;
+  }
+  RegisterOptions options;
+  options.host_caps = !opt.no_host_caps;
+  const std::string& backend_name = opt.backend;
+  const std::string& dump_dir = opt.dump_dir;
+
+  std::unique_ptr<Backend> backend;
+  {
+    std::string why;
+    const bool want_cuda = backend_name == "cuda" || (backend_name == "auto" && cuda_backend_available(&why));
+    if (want_cuda) {
+      backend = make_cuda_backend(&why);
+      if (!backend) {
+        std::fprintf(stderr, "mla-bench: --backend %s: the CUDA backend is not available: %s\n",
+                     backend_name.c_str(), why.c_str());
+        return kExitRuntime;
+      }
+    } else {
+      backend = make_host_backend();
+    }
+  }
+  const BackendInfo info = backend->info();
+
+  if (!dump_dir.empty()) {
+    Status st = write_dump(*backend, dump_dir, sweep.seed);
+    if (!st.ok()) {
+      std::fprintf(stderr, "mla-bench: %s\n", st.message().c_str());
+      return kExitRuntime;
+    }
+    std::printf("mla-bench: wrote pack, gather and convert inputs and %s outputs (%s) to %s/manifest.json\n",
+                info.name.c_str(), info.device.c_str(), dump_dir.c_str());
+    return kExitOk;
+  }
+
+  std::unique_ptr<DeviceTimer> timer;
+  std::unique_ptr<L2Flusher> flusher;
+  BenchEnv env;
+  env.backend = backend.get();
+  env.sweep = sweep;
+  Status st = DeviceTimer::create(*backend, &timer);
+  if (st.ok()) st = L2Flusher::create(*backend, timer->stream(), &flusher);
+  if (st.ok()) st = measure_roofline(*backend, *timer, &env.roofline);
+  if (!st.ok()) {
+    std::fprintf(stderr, "mla-bench: setup on %s failed: %s\n", info.name.c_str(), st.message().c_str());
+    return kExitRuntime;
+  }
+  env.timer = timer.get();
+  env.flusher = flusher.get();
+
+  const RegisterResult reg = register_cache_benchmarks(&env, options);
+  if (!reg.left_out.empty()) {
+    std::fprintf(stderr,
+                 "mla-bench: host backend: %zu shapes above the sweep's host limits are not run "
+                 "(%s ... %s); --no-host-caps runs them\n",
+                 reg.left_out.size(), reg.left_out.front().c_str(), reg.left_out.back().c_str());
+  }
+
+  // Context: printed in the console header and stored in the JSON output's "context".
+  benchmark::AddCustomContext("mla_version", std::string(tool_version()) + " (git " + tool_git_revision() + ")");
+  benchmark::AddCustomContext("mla_backend", info.name);
+  benchmark::AddCustomContext("mla_device", info.device);
+  if (!info.runtime.empty()) benchmark::AddCustomContext("mla_runtime", info.runtime);
+  benchmark::AddCustomContext("mla_sweep", sweep.name + " (" + sweep.source + ")");
+  benchmark::AddCustomContext("mla_timing", timer->on_device()
+                                                ? "CUDA events on the backend stream, L2 flushed before each iteration"
+                                                : "std::chrono around each call (host: warm cache)");
+  benchmark::AddCustomContext("mla_copy_bw_bytes_per_second", std::to_string(env.roofline.copy_bytes_per_second));
+  benchmark::AddCustomContext("mla_copy_bw", human_rate(env.roofline.copy_bytes_per_second));
+  if (env.roofline.empty_launch_seconds > 0.0) {
+    benchmark::AddCustomContext("mla_empty_launch_us", std::to_string(env.roofline.empty_launch_seconds * 1e6));
+  }
+  benchmark::AddCustomContext("mla_roofline_method", env.roofline.method);
+  if (flusher->buffer_bytes() > 0) {
+    benchmark::AddCustomContext("mla_l2_flush", std::to_string(flusher->buffer_bytes()) + " bytes written (L2 " +
+                                                    std::to_string(flusher->l2_bytes()) + " bytes)");
+  }
+
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  release_benchmark_state();
+  if (benchmark_runtime_errors() > 0) {
+    std::fprintf(stderr, "mla-bench: %d benchmark(s) failed with a runtime error (see error_message above)\n",
+                 benchmark_runtime_errors());
+    return kExitRuntime;
+  }
+  return kExitOk;
+}

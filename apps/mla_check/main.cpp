@@ -1,0 +1,220 @@
+// mla-check: regression runs of the scenario suite on a backend.
+// Exit codes: 0 all passed (SKIPs allowed), 1 a check failed, 2 bad usage or bad input,
+// 3 a runtime or device error.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <fnmatch.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include "lib/injection.h"
+#include "lib/report.h"
+#include "lib/scenario.h"
+#include "lib/suite_runner.h"
+#include "table.h"
+
+#ifndef MLA_DEFAULT_SCENARIO_DIR
+#define MLA_DEFAULT_SCENARIO_DIR "scenarios/suite"
+#endif
+
+namespace fs = std::filesystem;
+using namespace mla;
+
+namespace {
+
+constexpr int kExitPass = 0, kExitFail = 1, kExitUsage = 2, kExitRuntime = 3;
+
+std::string utc_now_iso8601() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string hostname() {
+  char buf[256] = {0};
+  return ::gethostname(buf, sizeof buf - 1) == 0 ? buf : "unknown";
+}
+
+std::string default_scenario_dir() {
+  if (const char* env = std::getenv("MLA_SCENARIO_DIR")) return env;
+  return MLA_DEFAULT_SCENARIO_DIR;
+}
+
+// --scenario X: an existing path, else the name (file stem or "name" field) of a shipped scenario.
+bool resolve_scenario_arg(const std::string& arg, const std::vector<std::string>& shipped, std::string* path) {
+  if (fs::exists(arg)) {
+    *path = arg;
+    return true;
+  }
+  for (const auto& f : shipped)
+    if (fs::path(f).stem() == arg) {
+      *path = f;
+      return true;
+    }
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"mla-check: proves sparse-MLA (fp8_ds_mla) kernels correct against an independent reference.\n"
+               "With no arguments, runs every scenario of the shipped suite on the best backend."};
+  std::vector<std::string> scenario_args, exclude_tags;
+  std::string filter, backend_name = "auto", report_path, inject_name, scenario_dir = default_scenario_dir();
+  bool list = false, list_injections = false, version = false, quiet = false, no_isolate = false, verbose = false;
+  std::optional<uint64_t> seed;
+  double timeout_s = 900.0;
+  app.add_option("--scenario", scenario_args, "Scenario file path or shipped scenario name (repeatable)");
+  app.add_option("--scenario-dir", scenario_dir, "Directory of the shipped suite")->capture_default_str();
+  app.add_option("--filter", filter, "Only scenarios whose name matches PATTERN (glob, or substring)");
+  app.add_option("--exclude-tag", exclude_tags, "Leave out scenarios with this tag (repeatable), e.g. gpu-only");
+  app.add_flag("--list", list, "List the selected scenarios and exit");
+  app.add_option("--backend", backend_name, "auto (GPU when present), host or cuda")
+      ->check(CLI::IsMember({"auto", "host", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--report", report_path, "Write the JSON report (schema mla-harness.report/1) to FILE");
+  app.add_option("--inject", inject_name, "Reproduce a known failure mode (see --list-injections)");
+  app.add_flag("--list-injections", list_injections, "List the failure injections and exit");
+  app.add_option("--seed", seed, "Override every scenario's seed");
+  app.add_option("--timeout", timeout_s, "Seconds one scenario may run before it is killed (ERROR)")
+      ->capture_default_str();
+  app.add_flag("--no-isolate", no_isolate, "Run scenarios in this process (a crash then ends the run)");
+  app.add_flag("-q,--quiet", quiet, "Print only failing checks and the summary");
+  app.add_flag("-v,--verbose", verbose, "Print every check (default: one row per passing scenario)");
+  app.add_flag("--version", version, "Print the version and exit");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? kExitPass : kExitUsage;
+  }
+  if (version) {
+    std::printf("mla-check %s (git %s)\n", tool_version(), tool_git_revision());
+    return kExitPass;
+  }
+  if (list_injections) {
+    for (const auto& i : all_injections())
+      std::printf("%-20s caught by %-8s as %-4s  %s\n", i.name, i.expected_check, i.expected_verdict, i.description);
+    return kExitPass;
+  }
+  const auto injection = injection_from_string(inject_name);
+  if (!injection) {
+    std::fprintf(stderr, "mla-check: --inject: unknown failure '%s'; known:", inject_name.c_str());
+    for (const auto& i : all_injections()) std::fprintf(stderr, " %s", i.name);
+    std::fprintf(stderr, "\n");
+    return kExitUsage;
+  }
+
+  // Select and load scenarios; any invalid file is bad input (exit 2) before anything runs.
+  const std::vector<std::string> shipped = list_scenario_files(scenario_dir);
+  std::vector<std::string> files;
+  if (scenario_args.empty()) {
+    files = shipped;
+    if (files.empty()) {
+      std::fprintf(stderr, "mla-check: no scenario files under '%s'\n", scenario_dir.c_str());
+      return kExitUsage;
+    }
+  }
+  for (const auto& a : scenario_args) {
+    std::string path;
+    if (!resolve_scenario_arg(a, shipped, &path)) {
+      std::fprintf(stderr, "mla-check: --scenario %s: no such file, and no shipped scenario of that name in '%s'\n",
+                   a.c_str(), scenario_dir.c_str());
+      return kExitUsage;
+    }
+    files.push_back(path);
+  }
+  std::vector<Scenario> scenarios;
+  for (const auto& f : files) {
+    auto loaded = load_scenario(f, seed);
+    if (auto* err = std::get_if<ScenarioError>(&loaded)) {
+      std::fprintf(stderr, "mla-check: invalid scenario: %s\n", err->to_string().c_str());
+      return kExitUsage;
+    }
+    Scenario s = std::get<Scenario>(std::move(loaded));
+    const bool excluded = std::any_of(exclude_tags.begin(), exclude_tags.end(), [&](const std::string& t) {
+      return std::find(s.tags.begin(), s.tags.end(), t) != s.tags.end();
+    });
+    const bool match = !excluded && (filter.empty() || fnmatch(filter.c_str(), s.name.c_str(), 0) == 0 ||
+                                     s.name.find(filter) != std::string::npos);
+    if (match) scenarios.push_back(std::move(s));
+  }
+  if (list) {
+    for (const auto& s : scenarios) {
+      std::string checks;
+      for (auto k : s.checks) checks += std::string(checks.empty() ? "" : ",") + to_string(k);
+      std::printf("%-36s %-28s %s\n", s.name.c_str(), checks.c_str(), s.file.c_str());
+    }
+    return kExitPass;
+  }
+  if (scenarios.empty()) {
+    std::fprintf(stderr, "mla-check: no scenario matches --filter '%s'\n", filter.c_str());
+    return kExitUsage;
+  }
+
+  const BackendChoice choice = backend_name == "cuda" ? BackendChoice::kCuda
+                               : backend_name == "host" ? BackendChoice::kHost
+                                                        : BackendChoice::kAuto;
+  const auto t0 = std::chrono::steady_clock::now();
+  const BackendProbe probe = probe_backend(choice, !no_isolate);
+  if (!probe.ok) {
+    std::fprintf(stderr, "mla-check: %s\n", probe.error.c_str());
+    return choice == BackendChoice::kCuda ? kExitUsage : kExitRuntime;
+  }
+
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  SuiteOptions opt;
+  opt.scenarios = std::move(scenarios);
+  opt.backend = probe.info.name;
+  opt.injection = *injection;
+  opt.isolate = !no_isolate;
+  opt.timeout_s = timeout_s;
+  opt.repro_prefix = std::string(argv[0]) + " --backend " + probe.info.name +
+                     (inject_name.empty() ? "" : " --inject " + inject_name) +
+                     (seed ? " --seed " + std::to_string(*seed) : "");
+  if (tty) {
+    opt.on_start = [](size_t i, size_t n, const Scenario& s) {
+      std::fprintf(stderr, "\r\033[K[%zu/%zu] %s ...", i + 1, n, s.name.c_str());
+    };
+    opt.on_result = [](size_t i, size_t n, const ScenarioResult&) {
+      if (i + 1 == n) std::fprintf(stderr, "\r\033[K");
+    };
+  }
+
+  RunReport report;
+  report.provenance.version = tool_version();
+  report.provenance.git_revision = tool_git_revision();
+  report.provenance.argv.assign(argv, argv + argc);
+  report.provenance.backend = probe.info.name;
+  report.provenance.device = probe.info.device;
+  report.provenance.runtime = probe.info.runtime;
+  report.provenance.host = hostname();
+  report.provenance.started_at = utc_now_iso8601();
+  report.provenance.injection = to_string(*injection);
+  report.provenance.seed_override = seed;
+  report.scenarios = run_suite(opt);
+  report.provenance.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  const app::TableMode mode = verbose ? app::TableMode::kAll : quiet ? app::TableMode::kFailures : app::TableMode::kCompact;
+  app::print_table(stdout, report.scenarios, mode, ::isatty(STDOUT_FILENO) != 0);
+  if (!report_path.empty()) {
+    const Status s = write_report_atomic(report_path, report);
+    if (!s.ok()) {
+      std::fprintf(stderr, "mla-check: %s\n", s.message().c_str());
+      return kExitRuntime;
+    }
+  }
+  app::print_summary(stdout, report, report_path);
+
+  const Verdict v = run_verdict(report);
+  if (v == Verdict::kError) return kExitRuntime;
+  return is_failure(v) ? kExitFail : kExitPass;
+}

@@ -1,0 +1,66 @@
+// The Backend interface: what lib/ needs from a place that runs kernels. Memory is opaque to
+// lib/ (a host pointer on the host backend, a device pointer on the CUDA backend); lib/ moves
+// bytes only through copy_to_device / copy_to_host. Each operation takes its params struct by
+// const reference, calls params.validate(), and returns errors as Status values. Operations
+// are asynchronous on the CUDA backend; synchronize() returns the first device error.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "kernels/common/attention_params.h"
+#include "kernels/common/cache_params.h"
+#include "kernels/common/status.h"
+
+namespace mla {
+
+struct BackendInfo {
+  std::string name;         // "host" or "cuda"
+  std::string device;       // e.g. "NVIDIA H200 (sm_90, 132 SMs)" or the host CPU
+  std::string runtime;      // e.g. "CUDA runtime 13.0, driver 13.0"; empty on host
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual BackendInfo info() const = 0;
+
+  // Memory. allocate() returns memory aligned to at least 256 bytes.
+  virtual Status allocate(std::size_t bytes, void** ptr) = 0;
+  virtual void release(void* ptr) = 0;
+  virtual Status copy_to_device(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual Status copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual Status synchronize() = 0;
+
+  // Cache path (SPEC sections 1-3).
+  virtual Status pack(const PackParams& p) = 0;
+  virtual Status gather(const GatherParams& p) = 0;
+  virtual Status gather_flat_fp8(const FlatFp8GatherParams& p) = 0;
+  virtual Status convert(const ConvertParams& p) = 0;
+
+  // Attention (SPEC 4). A backend without an operation keeps the default, which says so; the
+  // checks that need it end in SKIP with that message.
+  virtual Status gemm(const GemmParams& p) { return unsupported(p, "gemm"); }
+  virtual Status sparse_mqa(const SparseMqaParams& p) { return unsupported(p, "sparse_mqa"); }
+  virtual Status dense_mha(const DenseMhaParams& p) { return unsupported(p, "dense_mha"); }
+  virtual Status merge(const MergeParams& p) { return unsupported(p, "merge"); }
+  virtual bool supports_attention() const { return false; }
+
+ protected:
+  template <typename P>
+  Status unsupported(const P&, const char* op) const {
+    return Status::error("the " + info().name + " backend has no " + op + " kernel");
+  }
+};
+
+std::unique_ptr<Backend> make_host_backend();
+
+// True when this build has the CUDA backend and a CUDA device is usable. Initialises the CUDA
+// runtime in the calling process: call it in a child process when the parent will fork later.
+bool cuda_backend_available(std::string* why_not);
+// nullptr with *error set when unavailable.
+std::unique_ptr<Backend> make_cuda_backend(std::string* error);
+
+}  // namespace mla

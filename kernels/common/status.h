@@ -1,0 +1,29 @@
+// Errors as values below apps/ (DESIGN.md): a Status is ok or carries a message that says what
+// was wrong. Host-only.
+#pragma once
+
+#include <string>
+#include <utility>
+
+namespace mla {
+
+class Status {
+ public:
+  Status() = default;
+  static Status error(std::string message) { return Status(std::move(message)); }
+  bool ok() const { return !failed_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  explicit Status(std::string m) : failed_(true), message_(std::move(m)) {}
+  bool failed_ = false;
+  std::string message_;
+};
+
+#define MLA_RETURN_IF_ERROR(expr)        \
+  do {                                   \
+    ::mla::Status mla_status_ = (expr);  \
+    if (!mla_status_.ok()) return mla_status_; \
+  } while (0)
+
+}  // namespace mla

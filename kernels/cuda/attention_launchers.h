@@ -1,0 +1,44 @@
+// Launchers of the attention kernels (SPEC 4, 5) on a CUDA stream. Each one:
+//   1. calls params.validate() and returns its error unchanged;
+//   2. returns ok without launching when there is no work (no empty grids);
+//   3. launches asynchronously on `stream` and checks every CUDA / cuBLAS call and launch (the
+//      message names the file and line).
+// Kernel execution errors surface at the next synchronisation. Pointers in the params are device
+// pointers (cu_seqlens_*_host of DenseMhaParams: host memory). Semantics and precision contract:
+// kernels/common/attention_params.h; same algorithm as the host backend (kernels/host/), results
+// equal to accumulation order (fp32 sums in a different order, exp/log to a few ulps).
+//
+// Implementation choice (read from the environment at every call):
+//   MLA_SPARSE_MQA_IMPL = tc (default) | simple
+//   MLA_DENSE_MHA_IMPL  = tc (default) | simple
+// `tc` is the tensor-core kernel; it falls back to `simple` (plain fp32 FMA code, the correctness
+// baseline) when an operand's alignment or the device does not allow it. Any other value is an
+// error.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "kernels/common/attention_params.h"
+#include "kernels/common/status.h"
+
+namespace mla {
+
+// gemm_cublas.cu: row-major strided-batched C = A op(B), bf16 in and out, fp32 compute
+// (cuBLAS, CUBLAS_COMPUTE_32F, reduced-precision reductions disallowed). Sets the handle's
+// stream, pointer mode and math mode for the call. stride_a / stride_b may be 0 (shared operand).
+Status launch_gemm(const GemmParams& p, cudaStream_t stream, cublasHandle_t handle);
+
+// sparse_mqa_kernel.cu: sparse MQA over the fp8_ds_mla cache per work item (one CTA per item and
+// group of heads), then the combine of split tokens. Trusts the metadata (failure mode 4).
+Status launch_sparse_mqa(const SparseMqaParams& p, cudaStream_t stream);
+
+// dense_mha_kernel.cu: varlen dense MHA, bottom-right causal or unmasked, grid sized from the host
+// copies of cu_seqlens (one CTA per request, query tile and head).
+Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream);
+
+// merge_kernel.cu: the two-way LSE merge, one warp per row (out may alias out_a / out_b, lse may
+// alias lse_a / lse_b).
+Status launch_merge(const MergeParams& p, cudaStream_t stream);
+
+}  // namespace mla

@@ -1,0 +1,214 @@
+// The CUDA backend: device memory, synchronous copies, and the cache-path launchers on one
+// backend-owned non-blocking stream. See cuda_backend.h.
+//
+// Ordering: the stream does not synchronise with the legacy default stream (cudaStreamNonBlocking),
+// so copies are issued on the same stream (cudaMemcpyAsync) and then waited for; a copy to the host
+// therefore sees every operation issued before it. release() waits for the stream before freeing.
+#include "kernels/cuda/cuda_backend.h"
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "kernels/cuda/attention_launchers.h"
+#include "kernels/cuda/cache_launchers.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace mla {
+namespace {
+
+// Nothing to do: its attributes tell whether this build has a kernel image for the device.
+__global__ void probe_kernel() {}
+
+// CUDA encodes versions as 1000 * major + 10 * minor.
+std::string version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
+
+std::string mib_string(double bytes) {
+  char buf[32];
+  const double mib = bytes / (1024.0 * 1024.0);
+  std::snprintf(buf, sizeof buf, mib == static_cast<double>(static_cast<long long>(mib)) ? "%.0f" : "%.1f", mib);
+  return buf;
+}
+
+class CudaBackendImpl final : public CudaBackend {
+ public:
+  CudaBackendImpl() = default;
+  CudaBackendImpl(const CudaBackendImpl&) = delete;
+  CudaBackendImpl& operator=(const CudaBackendImpl&) = delete;
+
+  ~CudaBackendImpl() override {
+    if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
+    if (stream_ != nullptr) {
+      // Errors cannot be returned from here; a pending one was or will be reported elsewhere.
+      (void)cudaSetDevice(device_);
+      (void)cudaStreamSynchronize(stream_);
+      (void)cudaStreamDestroy(stream_);
+    }
+  }
+
+  // On the current device of the calling thread.
+  Status init() {
+    MLA_CUDA_CHECK(cudaGetDevice(&device_));
+    cudaDeviceProp prop{};
+    MLA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+    int runtime = 0, driver = 0;
+    MLA_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+    MLA_CUDA_CHECK(cudaDriverGetVersion(&driver));
+    MLA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS) return Status::error("cublasCreate failed");
+    if (cublasSetStream(cublas_, stream_) != CUBLAS_STATUS_SUCCESS) return Status::error("cublasSetStream failed");
+
+    info_.name = "cuda";
+    info_.device = std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) +
+                   ", " + std::to_string(prop.multiProcessorCount) + " SMs, L2 " +
+                   mib_string(static_cast<double>(prop.l2CacheSize)) + " MiB)";
+    info_.runtime = "CUDA runtime " + version_string(runtime) + ", driver " + version_string(driver);
+    return Status();
+  }
+
+  BackendInfo info() const override { return info_; }
+  cudaStream_t stream() const override { return stream_; }
+  int device() const override { return device_; }
+
+  Status allocate(std::size_t bytes, void** ptr) override {
+    *ptr = nullptr;
+    MLA_RETURN_IF_ERROR(use_device());
+    // cudaMalloc aligns to at least 256 bytes; one byte for an empty request keeps pointers non-null.
+    const cudaError_t err = cudaMalloc(ptr, bytes > 0 ? bytes : 1);
+    if (err != cudaSuccess) {
+      *ptr = nullptr;
+      return cuda_status(err, ("cudaMalloc of " + std::to_string(bytes) + " bytes").c_str(), __FILE__, __LINE__);
+    }
+    return Status();
+  }
+
+  void release(void* ptr) override {
+    if (ptr == nullptr) return;
+    (void)cudaSetDevice(device_);
+    (void)cudaStreamSynchronize(stream_);  // no operation of ours may still use the memory
+    (void)cudaFree(ptr);
+  }
+
+  Status copy_to_device(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes == 0) return Status();
+    MLA_RETURN_IF_ERROR(use_device());
+    MLA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    MLA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return Status();
+  }
+
+  Status copy_to_host(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes == 0) return Status();
+    MLA_RETURN_IF_ERROR(use_device());
+    MLA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    MLA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return Status();
+  }
+
+  // Waits for everything issued so far; the first error (a kernel fault is sticky) is returned.
+  Status synchronize() override {
+    MLA_RETURN_IF_ERROR(use_device());
+    MLA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    MLA_CUDA_CHECK(cudaGetLastError());
+    return Status();
+  }
+
+  Status pack(const PackParams& p) override {
+    MLA_RETURN_IF_ERROR(use_device());
+    return launch_pack(p, stream_);
+  }
+  Status gather(const GatherParams& p) override {
+    MLA_RETURN_IF_ERROR(use_device());
+    return launch_gather(p, stream_);
+  }
+  Status gather_flat_fp8(const FlatFp8GatherParams& p) override {
+    MLA_RETURN_IF_ERROR(use_device());
+    return launch_gather_flat_fp8(p, stream_);
+  }
+  Status convert(const ConvertParams& p) override {
+    MLA_RETURN_IF_ERROR(use_device());
+    return launch_convert(p, stream_);
+  }
+
+  bool supports_attention() const override { return true; }
+  Status gemm(const GemmParams& p) override {
+    MLA_RETURN_IF_ERROR(use_device());
+    return launch_gemm(p, stream_, cublas_);
+  }
+  Status sparse_mqa(const SparseMqaParams& p) override {
+    MLA_RETURN_IF_ERROR(use_device());
+    return launch_sparse_mqa(p, stream_);
+  }
+  Status dense_mha(const DenseMhaParams& p) override {
+    MLA_RETURN_IF_ERROR(use_device());
+    return launch_dense_mha(p, stream_);
+  }
+  Status merge(const MergeParams& p) override {
+    MLA_RETURN_IF_ERROR(use_device());
+    return launch_merge(p, stream_);
+  }
+
+ private:
+  // The device is per host thread in the runtime API: make ours current before every call.
+  Status use_device() {
+    MLA_CUDA_CHECK(cudaSetDevice(device_));
+    return Status();
+  }
+
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  BackendInfo info_;
+};
+
+}  // namespace
+
+bool cuda_backend_available(std::string* why_not) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    if (why_not) {
+      *why_not = std::string("no usable CUDA device: cudaGetDeviceCount failed: ") + cudaGetErrorName(err) + " (" +
+                 cudaGetErrorString(err) + ")";
+    }
+    (void)cudaGetLastError();  // not sticky; leave no pending error behind
+    return false;
+  }
+  if (count == 0) {
+    if (why_not) *why_not = "no CUDA device found (cudaGetDeviceCount returned 0)";
+    return false;
+  }
+  // A device without a kernel image in this build (e.g. built for sm_90 only, run on an older
+  // GPU) would fail every launch: say so now.
+  cudaFuncAttributes attr{};
+  err = cudaFuncGetAttributes(&attr, probe_kernel);
+  if (err != cudaSuccess) {
+    if (why_not) {
+      int device = -1;
+      (void)cudaGetDevice(&device);
+      *why_not = "CUDA device " + std::to_string(device) + " cannot run this build's kernels: " +
+                 cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
+    }
+    (void)cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(std::string* error) {
+  std::string why;
+  if (!cuda_backend_available(&why)) {
+    if (error) *error = why;
+    return nullptr;
+  }
+  auto backend = std::make_unique<CudaBackendImpl>();
+  const Status s = backend->init();
+  if (!s.ok()) {
+    if (error) *error = "CUDA backend initialisation failed: " + s.message();
+    return nullptr;
+  }
+  return backend;
+}
+
+}  // namespace mla

@@ -1,0 +1,161 @@
+// Pack (SPEC 1.1): kv_c [N, 512] and k_pe [N, 64] bf16 rows -> 656-byte fp8_ds_mla entries at
+// slot_mapping[i]. Bit for bit the host backend's pack (kernels/host/host_pack.cpp).
+//
+// Work split: one warp per token, two tokens per warp step (the loads of both are issued before
+// either is quantized). Lane l owns elements [16 l, 16 l + 16) of kv_c, which lie in tile l / 8,
+// so the per-tile amax is a max over the 8 lanes of a group (3 xor shuffles). Lane l writes entry
+// bytes [16 l, 16 l + 16) with one 16-byte store; lanes 0, 8, 16, 24 write the four scales; lanes
+// 0..7 copy the 128 RoPE bytes, 16 each.
+//
+// Arithmetic (must match the host exactly): amax = max |x| over the tile starting from 0, NaN
+// inputs ignored (fmaxf / max.f32; the order of the maxima does not matter), scale =
+// fmaxf(amax / 448, FLT_MIN) with an IEEE division (__fdiv_rn), byte = e4m3_satfinite(x / scale)
+// with an IEEE division too (__fdiv_rn: never a reciprocal multiply, whatever the compiler flags),
+// two conversions per instruction (fp8_codec.cuh, same bits as f32_to_e4m3_satfinite).
+//
+// Hazards: a slot < 0 or >= num_blocks * block_size skips the token (the whole warp, uniformly),
+// so no value in slot_mapping can make the kernel write outside the cache. Two tokens with the
+// same slot race: the winner is unspecified (the host keeps the last).
+#include <cfloat>
+
+#include "kernels/common/bf16.h"
+#include "kernels/common/ds_mla_entry.h"
+#include "kernels/common/fp8_e4m3.h"
+#include "kernels/cuda/cache_launchers.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_io.cuh"
+#include "kernels/cuda/fp8_codec.cuh"
+
+namespace mla {
+namespace {
+
+using cuda_io::kFullMask;
+using cuda_io::kWarpSize;
+
+constexpr int kPackThreads = 256;
+constexpr int kPackWarpsPerBlock = kPackThreads / kWarpSize;
+constexpr int kPackTokensPerWarp = 2;  // tokens whose loads are in flight together
+constexpr int kLanesPerTile = DsMlaEntry::kTileDims / 16;  // 8 lanes x 16 elements = one tile
+
+static_assert(DsMlaEntry::kNopeDims == kWarpSize * 16, "a warp covers the NoPE part, 16 per lane");
+static_assert(DsMlaEntry::kRopeBytes == 8 * 16, "lanes 0..7 copy the RoPE part, 16 bytes each");
+static_assert(DsMlaEntry::kScaleOffset % 16 == 0 && DsMlaEntry::kRopeOffset % 16 == 0,
+              "16-byte aligned fields inside an aligned entry");
+
+struct PackArgs {
+  const bf16_t* kv_c;            // [num_tokens, kv_c_row_stride]
+  int64_t kv_c_row_stride;
+  const bf16_t* k_pe;            // [num_tokens, k_pe_row_stride]
+  int64_t k_pe_row_stride;
+  const int64_t* slot_mapping;   // [num_tokens]
+  int64_t num_tokens;
+  uint8_t* cache;                // [num_blocks, page_stride_bytes]
+  int64_t num_slots;             // num_blocks * block_size
+  int64_t page_stride_bytes;
+  int32_t block_size;
+};
+
+__device__ __forceinline__ float bf16_lo(uint32_t w) { return bf16_to_f32(static_cast<bf16_t>(w & 0xFFFFu)); }
+__device__ __forceinline__ float bf16_hi(uint32_t w) { return bf16_to_f32(static_cast<bf16_t>(w >> 16)); }
+
+// Four E4M3 bytes (little-endian) from the 4 bf16 values in words a (elements 0, 1) and b (2, 3):
+// e4m3_satfinite(x / scale) with an IEEE division, two conversions per instruction.
+__device__ __forceinline__ uint32_t quantize4(uint32_t a, uint32_t b, float scale) {
+  const uint32_t q01 = cuda_codec::f32x2_to_e4m3x2(__fdiv_rn(bf16_lo(a), scale), __fdiv_rn(bf16_hi(a), scale));
+  const uint32_t q23 = cuda_codec::f32x2_to_e4m3x2(__fdiv_rn(bf16_lo(b), scale), __fdiv_rn(bf16_hi(b), scale));
+  return q01 | (q23 << 16);
+}
+
+// One token's inputs as lane `lane` holds them.
+struct TokenInputs {
+  int64_t slot;
+  uint4 x0, x1;  // kv_c elements 16 lane + 0..7 and + 8..15
+  uint4 rope;    // lanes 0..7: k_pe elements 8 lane + 0..7
+};
+
+template <bool kVecIn>
+__device__ __forceinline__ TokenInputs load_token(const PackArgs& a, int64_t tok, int lane) {
+  TokenInputs in;
+  in.slot = __ldg(a.slot_mapping + tok);
+  const bf16_t* src = a.kv_c + tok * a.kv_c_row_stride + 16 * lane;
+  in.x0 = cuda_io::load16<kVecIn>(src);
+  in.x1 = cuda_io::load16<kVecIn>(src + 8);
+  in.rope = make_uint4(0, 0, 0, 0);
+  if (lane < 8) in.rope = cuda_io::load16<kVecIn>(a.k_pe + tok * a.k_pe_row_stride + 8 * lane);
+  return in;
+}
+
+// Quantizes and writes one token whose slot is valid. Called by the whole warp (shuffles).
+template <bool kVecOut>
+__device__ __forceinline__ void pack_token(const PackArgs& a, const TokenInputs& in, int lane) {
+  const uint32_t w[8] = {in.x0.x, in.x0.y, in.x0.z, in.x0.w, in.x1.x, in.x1.y, in.x1.z, in.x1.w};
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) amax = fmaxf(fmaxf(amax, fabsf(bf16_lo(w[i]))), fabsf(bf16_hi(w[i])));
+#pragma unroll
+  for (int d = 1; d < kLanesPerTile; d *= 2) amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, d));
+  const float scale = fmaxf(__fdiv_rn(amax, kE4m3MaxFinite), FLT_MIN);
+
+  const uint4 q = make_uint4(quantize4(w[0], w[1], scale), quantize4(w[2], w[3], scale),
+                             quantize4(w[4], w[5], scale), quantize4(w[6], w[7], scale));
+
+  uint8_t* entry = a.cache + (in.slot / a.block_size) * a.page_stride_bytes +
+                   (in.slot % a.block_size) * static_cast<int64_t>(DsMlaEntry::kBytes);
+  cuda_io::store16<kVecOut>(entry + DsMlaEntry::kNopeOffset + 16 * lane, q);
+  if (lane % kLanesPerTile == 0) {
+    cuda_io::store_f32<kVecOut>(entry + DsMlaEntry::kScaleOffset + 4 * (lane / kLanesPerTile), scale);
+  }
+  if (lane < 8) cuda_io::store16<kVecOut>(entry + DsMlaEntry::kRopeOffset + 16 * lane, in.rope);
+}
+
+// kVecIn: kv_c and k_pe rows allow 16-byte loads. kVecOut: the cache base is 16-byte aligned (the
+// page stride and 656 are multiples of 16, so every entry is).
+template <bool kVecIn, bool kVecOut>
+__global__ void __launch_bounds__(kPackThreads) pack_kernel(const PackArgs a) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t warp = static_cast<int64_t>(blockIdx.x) * kPackWarpsPerBlock + threadIdx.x / kWarpSize;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kPackWarpsPerBlock * kPackTokensPerWarp;
+
+  for (int64_t tok0 = warp * kPackTokensPerWarp; tok0 < a.num_tokens; tok0 += step) {
+    TokenInputs in[kPackTokensPerWarp];
+#pragma unroll
+    for (int u = 0; u < kPackTokensPerWarp; ++u) {
+      if (tok0 + u < a.num_tokens) in[u] = load_token<kVecIn>(a, tok0 + u, lane);
+      else in[u].slot = -1;
+    }
+#pragma unroll
+    for (int u = 0; u < kPackTokensPerWarp; ++u) {
+      // The slot is the same in every lane: the warp packs or skips the token together.
+      if (in[u].slot >= 0 && in[u].slot < a.num_slots) pack_token<kVecOut>(a, in[u], lane);
+    }
+  }
+}
+
+template <bool kVecIn, bool kVecOut>
+Status launch(const PackArgs& a, cudaStream_t stream) {
+  const unsigned grid = cuda_io::grid_blocks(a.num_tokens, kPackWarpsPerBlock * kPackTokensPerWarp);
+  pack_kernel<kVecIn, kVecOut><<<grid, kPackThreads, 0, stream>>>(a);
+  MLA_CUDA_CHECK_LAUNCH("pack_kernel");
+  return Status();
+}
+
+}  // namespace
+
+Status launch_pack(const PackParams& p, cudaStream_t stream) {
+  MLA_RETURN_IF_ERROR(p.validate());
+  const int64_t num_slots = p.cache.num_slots();
+  if (p.num_tokens == 0 || num_slots == 0) return Status();  // nothing can be written
+
+  const PackArgs a{p.kv_c, p.kv_c_row_stride, p.k_pe, p.k_pe_row_stride, p.slot_mapping, p.num_tokens,
+                   p.cache.data, num_slots, p.cache.page_stride_bytes, p.cache.block_size};
+  // 16-byte loads need 16-byte aligned rows: base aligned and the row stride a multiple of 8 bf16.
+  const bool vec_in = cuda_io::aligned16(p.kv_c) && p.kv_c_row_stride % 8 == 0 && cuda_io::aligned16(p.k_pe) &&
+                      p.k_pe_row_stride % 8 == 0;
+  // Entries start at base + block * page_stride + offset * 656; validate() makes the stride a
+  // multiple of 16, so the base decides.
+  const bool vec_out = cuda_io::aligned16(p.cache.data) && p.cache.page_stride_bytes % 16 == 0;
+  if (vec_in) return vec_out ? launch<true, true>(a, stream) : launch<true, false>(a, stream);
+  return vec_out ? launch<false, true>(a, stream) : launch<false, false>(a, stream);
+}
+
+}  // namespace mla

@@ -1,0 +1,847 @@
+// Sparse MQA over the fp8_ds_mla cache (SPEC 4.1) and the combine of split tokens: the algorithm of
+// the host backend (kernels/host/host_sparse_mqa.cpp) on the GPU, in two implementations behind
+// launch_sparse_mqa (attention_launchers.h says how one is chosen).
+//
+// Common to both, per work item (token t = item.token, trusted; columns [k_begin, k_end) clipped to
+// [0, topk)), per head h:
+//   - columns in tiles of 64 starting at k_begin; a column is valid when its slot is in
+//     [0, num_slots); an invalid column is never read from the cache (its shared-memory row is
+//     zero-filled) and its score is -inf;
+//   - keys are the dequantized entries (SPEC 1.2: bf16_rne(e4m3 * scale) with one fp32 multiply,
+//     RoPE bits as stored — the gather's bits), values their first 512 elements;
+//   - s = (q . k) * scale in fp32; per tile: tile max over valid s, m_new = max(m, tile max),
+//     factor = exp(m - m_new) (1 when m is unchanged), l = l * factor + sum of the tile's fp32
+//     p = exp(s - m); acc = acc * factor + sum bf16_rne(p) * v;
+//   - item.partial < 0: out_lat = bf16(acc / l), lse = m + ln l; item.partial >= 0: fp32 partials at
+//     row item.partial (trusted); no valid column: 0 and -inf.
+// Combine (one warp per (planned token, head)): tokens with split_offsets[t+1] > split_offsets[t]
+// merge their partials exactly as the host does (same operations in the same order).
+//
+// `simple` (the baseline): one CTA (256 threads) per (work item, 16 heads), the item's head groups
+// adjacent in the 1-D grid. Everything in fp32 on CUDA cores, in the host's order: 8-lane dot
+// products combined pairwise, the tile sum in column order, acc += p * v column by column with
+// single IEEE operations (no FMA contraction). Matches the host up to expf/logf ulps. Any alignment.
+//
+// `tc` (default): one CTA (256 threads, 8 warps) per (work item, 64 heads; heads >= num_heads are
+// zero rows whose results are dropped), the item's head groups adjacent in the 1-D grid (L2
+// reuse). Shared memory (dynamic, 226,944 bytes, one CTA per SM):
+//   sQ   [64 heads][576] bf16, 1152-byte rows, swizzled        73,728
+//   sK   [64 keys][576] bf16 (dequantized), swizzled             73,728
+//   sRaw [64][656] raw entries of the next tile (cp.async)       41,984
+//   sS   two fp32 [64][72] partial score tiles; P [64][64] bf16 (swizzled, 128-byte rows) reuses
+//        the first one once the scores are consumed              36,864
+//   factor[64], row_l[64] fp32, valid[2][64] bytes
+// Per tile: (B1) wait for the raw tile, barrier; dequantize sRaw -> sK; (B2) barrier; issue the
+// next tile's cp.async into sRaw (it lands while this tile computes); S = Q K^T with mma.sync
+// m16n8k16 — warp w computes rows 32 (w & 1), columns 32 ((w >> 1) & 1), half (w >> 2) of the
+// 576-deep sum, and stores its fp32 partial; (B3) barrier; softmax: 4 threads per row, 16
+// columns each, m and l kept in registers (identical in the 4); (B4) barrier; P (bf16) and the
+// row factors to shared memory; (B5) barrier; O += P V — warp w owns O[64 heads][64 w .. 64 w + 63]
+// in 128 fp32 registers per thread, V read with ldmatrix.trans from sK.
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "kernels/common/bf16.h"
+#include "kernels/common/ds_mla_entry.h"
+#include "kernels/cuda/attention_device.cuh"
+#include "kernels/cuda/attention_launchers.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_io.cuh"
+#include "kernels/cuda/fp8_codec.cuh"
+
+namespace mla {
+namespace {
+
+using attn_dev::kFullMask;
+
+constexpr int kDl = DsMlaEntry::kLatentDims;  // 576
+constexpr int kDc = DsMlaEntry::kNopeDims;    // 512
+constexpr int kEntryBytes = DsMlaEntry::kBytes;
+constexpr int kTile = 64;                      // top-k columns per tile
+
+struct SparseArgs {
+  const bf16_t* q_nope;  // [T, H, 512] with strides
+  int64_t q_nope_ts, q_nope_hs;
+  const bf16_t* q_pe;    // [T, H, 64] with strides
+  int64_t q_pe_ts, q_pe_hs;
+  int32_t num_heads;
+  const int32_t* indices;
+  int64_t indices_row_stride;
+  int32_t topk;
+  const uint8_t* cache;
+  int64_t num_slots;
+  int32_t block_size;
+  int64_t page_stride;
+  float scale;
+  bf16_t* out_lat;       // [T, H, 512]
+  float* lse;            // [T, H]
+  const SparseMqaWorkItem* items;
+  float* partial_out;    // [P, H, 512]
+  float* partial_lse;    // [P, H]
+  bool q_vec;            // q pointers 16-byte aligned, strides multiples of 8 elements
+  int32_t head_groups;   // CTAs per work item: blockIdx.x = item * head_groups + group
+};
+
+// Byte offset of a valid slot's entry from the cache base.
+__device__ __forceinline__ int64_t entry_offset(const SparseArgs& a, int32_t slot) {
+  const uint32_t s = static_cast<uint32_t>(slot), b = static_cast<uint32_t>(a.block_size);
+  return static_cast<int64_t>(s / b) * a.page_stride + static_cast<int64_t>(s % b) * kEntryBytes;
+}
+
+__device__ __forceinline__ bool slot_valid(const SparseArgs& a, int32_t slot) {
+  return slot >= 0 && static_cast<int64_t>(slot) < a.num_slots;
+}
+
+// 8 FP8 bytes (two words, byte i of the pair = element i) times `scale` -> 8 bf16 as a uint4:
+// SPEC 1.2 with the gather's conversions (fp8_codec.cuh), bit for bit.
+__device__ __forceinline__ uint4 dequant8(uint32_t w0, uint32_t w1, float scale) {
+  const float2 f0 = cuda_codec::e4m3x2_to_f32x2(w0);
+  const float2 f1 = cuda_codec::e4m3x2_to_f32x2(w0 >> 16);
+  const float2 f2 = cuda_codec::e4m3x2_to_f32x2(w1);
+  const float2 f3 = cuda_codec::e4m3x2_to_f32x2(w1 >> 16);
+  return make_uint4(cuda_codec::f32x2_to_bf16x2(__fmul_rn(f0.x, scale), __fmul_rn(f0.y, scale)),
+                    cuda_codec::f32x2_to_bf16x2(__fmul_rn(f1.x, scale), __fmul_rn(f1.y, scale)),
+                    cuda_codec::f32x2_to_bf16x2(__fmul_rn(f2.x, scale), __fmul_rn(f2.y, scale)),
+                    cuda_codec::f32x2_to_bf16x2(__fmul_rn(f3.x, scale), __fmul_rn(f3.y, scale)));
+}
+
+// The final row of an item: acc / l (0 when l == 0) and its LSE.
+__device__ __forceinline__ float normalize(float acc, float l) { return l == 0.0f ? 0.0f : __fdiv_rn(acc, l); }
+__device__ __forceinline__ float row_lse(float m, float l) { return l == 0.0f ? -INFINITY : m + logf(l); }
+
+// =================================================================================================
+// simple
+// =================================================================================================
+
+constexpr int kSimpleThreads = 256;
+constexpr int kSimpleHeads = 16;
+constexpr int kSimpleKPitch = kDl + 2;  // bf16 per sK row: 1156 bytes, consecutive rows 1 bank apart
+constexpr int kSimpleDimsPerThread = kDc / kSimpleThreads;  // 2
+
+struct SimpleSmem {
+  bf16_t q[kSimpleHeads][kDl];
+  bf16_t k[kTile][kSimpleKPitch];
+  float score[kSimpleHeads][kTile];  // s, then the fp32 p of the tile
+  float prob[kSimpleHeads][kTile];   // bf16_rne(p) widened
+  float factor[kSimpleHeads];
+  float m[kSimpleHeads];
+  float l[kSimpleHeads];
+  int32_t valid[kTile];
+};
+
+template <bool kVecCache>
+__global__ void __launch_bounds__(kSimpleThreads) sparse_mqa_simple_kernel(const SparseArgs a) {
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  SimpleSmem& sm = *reinterpret_cast<SimpleSmem*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const SparseMqaWorkItem item = a.items[blockIdx.x / a.head_groups];
+  const int64_t t = item.token;  // trusted (failure mode 4)
+  const int h0 = static_cast<int>(blockIdx.x % a.head_groups) * kSimpleHeads;
+  const int32_t kb = max(item.k_begin, 0);
+  const int32_t ke = min(item.k_end, a.topk);
+  const int32_t* idx_row = a.indices + t * a.indices_row_stride;
+
+  // Q rows (zero for heads past num_heads).
+  for (int i = tid; i < kSimpleHeads * kDl; i += kSimpleThreads) {
+    const int r = i / kDl, d = i % kDl, h = h0 + r;
+    bf16_t v = 0;
+    if (h < a.num_heads) {
+      v = d < kDc ? a.q_nope[t * a.q_nope_ts + h * a.q_nope_hs + d] : a.q_pe[t * a.q_pe_ts + h * a.q_pe_hs + (d - kDc)];
+    }
+    sm.q[r][d] = v;
+  }
+  if (tid < kSimpleHeads) {
+    sm.m[tid] = -INFINITY;
+    sm.l[tid] = 0.0f;
+  }
+  float acc[kSimpleHeads][kSimpleDimsPerThread];
+#pragma unroll
+  for (int r = 0; r < kSimpleHeads; ++r) {
+#pragma unroll
+    for (int d = 0; d < kSimpleDimsPerThread; ++d) acc[r][d] = 0.0f;
+  }
+
+  for (int32_t c0 = kb; c0 < ke; c0 += kTile) {
+    __syncthreads();  // the previous tile is consumed (and Q / stats are initialised)
+    // Keys: warp w dequantizes entries w, w + 8, ...; lane l does FP8 bytes [16 l, 16 l + 16).
+    for (int e = warp; e < kTile; e += kSimpleThreads / 32) {
+      const int32_t col = c0 + e;
+      const int32_t slot = col < ke ? idx_row[col] : -1;
+      const bool valid = slot_valid(a, slot);
+      uint32_t w[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      uint4 rope = make_uint4(0, 0, 0, 0);
+      if (valid) {
+        const uint8_t* entry = a.cache + entry_offset(a, slot);
+        const uint4 q = cuda_io::load16<kVecCache>(entry + DsMlaEntry::kNopeOffset + 16 * lane);
+        const float scale = cuda_io::load_f32<kVecCache>(entry + DsMlaEntry::kScaleOffset + 4 * (lane / 8));
+        const uint4 lo = dequant8(q.x, q.y, scale), hi = dequant8(q.z, q.w, scale);
+        w[0] = lo.x; w[1] = lo.y; w[2] = lo.z; w[3] = lo.w;
+        w[4] = hi.x; w[5] = hi.y; w[6] = hi.z; w[7] = hi.w;
+        if (lane < 8) rope = cuda_io::load16<kVecCache>(entry + DsMlaEntry::kRopeOffset + 16 * lane);
+      }
+      uint32_t* row = reinterpret_cast<uint32_t*>(&sm.k[e][0]);  // 4-byte aligned (pitch 1156 bytes)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) row[8 * lane + i] = w[i];
+      if (lane < 8) {
+        row[kDc / 2 + 4 * lane + 0] = rope.x;
+        row[kDc / 2 + 4 * lane + 1] = rope.y;
+        row[kDc / 2 + 4 * lane + 2] = rope.z;
+        row[kDc / 2 + 4 * lane + 3] = rope.w;
+      }
+      if (lane == 0) sm.valid[e] = valid ? 1 : 0;
+    }
+    __syncthreads();
+
+    // Scores: column j = tid % 64 against heads 4 (tid / 64) .. + 3, the host's dot_f32 order.
+    {
+      const int j = tid % kTile;
+      const uint32_t* krow = reinterpret_cast<const uint32_t*>(&sm.k[j][0]);
+      for (int rr = 0; rr < 4; ++rr) {
+        const int r = (tid / kTile) * 4 + rr;
+        const uint32_t* qrow = reinterpret_cast<const uint32_t*>(&sm.q[r][0]);
+        float part[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        for (int d2 = 0; d2 < kDl / 2; d2 += 4) {  // 8 elements per step
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const uint32_t kw = krow[d2 + i], qw = qrow[d2 + i];
+            part[2 * i] = __fadd_rn(part[2 * i], __fmul_rn(attn_dev::bf16_lo(qw), attn_dev::bf16_lo(kw)));
+            part[2 * i + 1] = __fadd_rn(part[2 * i + 1], __fmul_rn(attn_dev::bf16_hi(qw), attn_dev::bf16_hi(kw)));
+          }
+        }
+        const float dot = __fadd_rn(__fadd_rn(__fadd_rn(part[0], part[4]), __fadd_rn(part[2], part[6])),
+                                    __fadd_rn(__fadd_rn(part[1], part[5]), __fadd_rn(part[3], part[7])));
+        sm.score[r][j] = __fmul_rn(dot, a.scale);
+      }
+    }
+    __syncthreads();
+
+    // Softmax: warp w does rows 2w, 2w + 1; lanes take columns lane and lane + 32.
+    for (int rr = 0; rr < 2; ++rr) {
+      const int r = 2 * warp + rr;
+      const bool v0 = sm.valid[lane] != 0, v1 = sm.valid[lane + 32] != 0;
+      const float s0 = v0 ? sm.score[r][lane] : -INFINITY;
+      const float s1 = v1 ? sm.score[r][lane + 32] : -INFINITY;
+      float tmax = fmaxf(fmaxf(-INFINITY, s0), s1);
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) tmax = fmaxf(tmax, __shfl_xor_sync(kFullMask, tmax, o));
+      const float m_old = sm.m[r];
+      const float m_new = fmaxf(m_old, tmax);
+      float factor = 1.0f, m = m_old;
+      if (m_new != m_old) {
+        factor = expf(m_old - (m_new == -INFINITY ? 0.0f : m_new));
+        m = m_new;
+      }
+      const float ref = m == -INFINITY ? 0.0f : m;
+      const float p0 = v0 ? expf(s0 - ref) : 0.0f;
+      const float p1 = v1 ? expf(s1 - ref) : 0.0f;
+      sm.score[r][lane] = p0;
+      sm.score[r][lane + 32] = p1;
+      sm.prob[r][lane] = bf16_to_f32(static_cast<bf16_t>(attn_dev::pack_bf16x2(p0, 0.0f) & 0xFFFFu));
+      sm.prob[r][lane + 32] = bf16_to_f32(static_cast<bf16_t>(attn_dev::pack_bf16x2(p1, 0.0f) & 0xFFFFu));
+      __syncwarp();
+      if (lane == 0) {
+        float l = sm.l[r];
+        if (factor != 1.0f) l = __fmul_rn(l, factor);
+        float tsum = 0.0f;
+        for (int j = 0; j < kTile; ++j) {
+          if (sm.valid[j]) tsum = __fadd_rn(tsum, sm.score[r][j]);
+        }
+        sm.l[r] = __fadd_rn(l, tsum);
+        sm.m[r] = m;
+        sm.factor[r] = factor;
+      }
+      __syncwarp();
+    }
+    __syncthreads();
+
+    // acc[r][e] = acc * factor + sum_j p_j v_j[e], e = tid + 256 d.
+#pragma unroll
+    for (int r = 0; r < kSimpleHeads; ++r) {
+      const float f = sm.factor[r];
+      if (f != 1.0f) {
+#pragma unroll
+        for (int d = 0; d < kSimpleDimsPerThread; ++d) acc[r][d] = __fmul_rn(acc[r][d], f);
+      }
+    }
+    for (int j = 0; j < kTile; ++j) {
+      if (!sm.valid[j]) continue;
+      float v[kSimpleDimsPerThread];
+#pragma unroll
+      for (int d = 0; d < kSimpleDimsPerThread; ++d) v[d] = bf16_to_f32(sm.k[j][tid + kSimpleThreads * d]);
+#pragma unroll
+      for (int r = 0; r < kSimpleHeads; ++r) {
+        const float p = sm.prob[r][j];
+#pragma unroll
+        for (int d = 0; d < kSimpleDimsPerThread; ++d) acc[r][d] = __fadd_rn(acc[r][d], __fmul_rn(p, v[d]));
+      }
+    }
+  }
+  __syncthreads();
+
+  // Outputs.
+#pragma unroll
+  for (int r = 0; r < kSimpleHeads; ++r) {
+    const int h = h0 + r;
+    if (h >= a.num_heads) break;
+    const float l = sm.l[r];
+    if (item.partial < 0) {
+      bf16_t* out = a.out_lat + (t * a.num_heads + h) * kDc;
+#pragma unroll
+      for (int d = 0; d < kSimpleDimsPerThread; ++d) {
+        out[tid + kSimpleThreads * d] = f32_to_bf16_rne(normalize(acc[r][d], l));
+      }
+    } else {
+      const int64_t prow = static_cast<int64_t>(item.partial) * a.num_heads + h;  // trusted
+#pragma unroll
+      for (int d = 0; d < kSimpleDimsPerThread; ++d) {
+        a.partial_out[prow * kDc + tid + kSimpleThreads * d] = normalize(acc[r][d], l);
+      }
+    }
+  }
+  if (tid < kSimpleHeads && h0 + tid < a.num_heads) {
+    const int h = h0 + tid;
+    const float v = row_lse(sm.m[tid], sm.l[tid]);
+    if (item.partial < 0) {
+      a.lse[t * a.num_heads + h] = v;
+    } else {
+      a.partial_lse[static_cast<int64_t>(item.partial) * a.num_heads + h] = v;
+    }
+  }
+}
+
+// =================================================================================================
+// tc
+// =================================================================================================
+
+constexpr int kTcThreads = 256;
+constexpr int kTcHeads = 64;
+constexpr int kRowBytes = kDl * 2;          // 1152: a swizzled bf16 row of sQ / sK (72 chunks)
+constexpr int kRowChunks = kRowBytes / 16;  // 72
+constexpr int kSPitch = 72;                 // floats per row of a score partial
+constexpr int kPRowBytes = kTile * 2;       // 128: a swizzled bf16 row of P (8 chunks)
+
+constexpr int kSmemQ = 0;
+constexpr int kSmemK = kSmemQ + kTcHeads * kRowBytes;
+constexpr int kSmemRaw = kSmemK + kTile * kRowBytes;
+constexpr int kSmemS = kSmemRaw + kTile * kEntryBytes;
+constexpr int kSmemFactor = kSmemS + 2 * kTcHeads * kSPitch * 4;
+constexpr int kSmemRowL = kSmemFactor + kTcHeads * 4;
+constexpr int kSmemValid = kSmemRowL + kTcHeads * 4;
+constexpr int kSmemTcBytes = kSmemValid + 2 * kTile;
+
+static_assert(kSmemRaw % 16 == 0 && kEntryBytes % 16 == 0, "cp.async destinations are 16-byte aligned");
+static_assert(kSmemS % 16 == 0 && kSmemValid % 4 == 0, "aligned shared-memory regions");
+static_assert(kTcHeads * kPRowBytes <= kTcHeads * kSPitch * 4, "P fits in the first score partial");
+static_assert(kSmemTcBytes <= 232448, "one CTA fits Hopper's 227 KB of shared memory per block");
+static_assert(kDl % 32 == 0 && kDc == 8 * 64, "576 = 2 x 288 (two k halves of 18 k16 steps); 8 warps x 64 dims of O");
+
+__global__ void __launch_bounds__(kTcThreads, 1) sparse_mqa_tc_kernel(const SparseArgs a) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  const uint32_t sbase = attn_dev::smem_u32(smem);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, tq = lane % 4, x7 = lane & 7;
+
+  // The head groups of one item are adjacent CTAs, so the second one finds the entries in L2.
+  const SparseMqaWorkItem item = a.items[blockIdx.x / a.head_groups];
+  const int64_t t = item.token;  // trusted (failure mode 4)
+  const int h0 = static_cast<int>(blockIdx.x % a.head_groups) * kTcHeads;
+  const int32_t kb = max(item.k_begin, 0);
+  const int32_t ke = min(item.k_end, a.topk);
+  const int ntiles = ke > kb ? (ke - kb + kTile - 1) / kTile : 0;
+  const int32_t* idx_row = a.indices + t * a.indices_row_stride;
+
+  float* s_factor = reinterpret_cast<float*>(smem + kSmemFactor);
+  float* s_rowl = reinterpret_cast<float*>(smem + kSmemRowL);
+  uint8_t* s_valid = smem + kSmemValid;
+
+  // Lanes 0..7 of warp w: the slot of entry 8 w + lane of tile `tile` (-1 past the range).
+  auto load_slot = [&](int tile) -> int32_t {
+    const int32_t col = kb + tile * kTile + warp * 8 + (lane & 7);
+    return (lane < 8 && col < ke) ? __ldg(idx_row + col) : -1;
+  };
+  // Warp w issues the cp.async of entries 8 w .. 8 w + 7 of tile `tile` into sRaw (41 chunks of
+  // 16 bytes each; an invalid entry is zero-filled and not read) and records their validity.
+  auto issue_tile = [&](int tile, int32_t slot) {
+    const bool valid = slot_valid(a, slot);  // lanes >= 8 hold -1
+    const int64_t off = valid ? entry_offset(a, slot) : 0;
+    if (lane < 8) s_valid[(tile & 1) * kTile + warp * 8 + lane] = valid ? 1 : 0;
+#pragma unroll
+    for (int e8 = 0; e8 < 8; ++e8) {
+      const int64_t o = __shfl_sync(kFullMask, off, e8);
+      const int v = __shfl_sync(kFullMask, valid ? 1 : 0, e8);
+      const uint8_t* src = a.cache + (v ? o : 0);
+      const int bytes = v ? 16 : 0;
+      const uint32_t dst = sbase + kSmemRaw + (warp * 8 + e8) * kEntryBytes;
+      attn_dev::cp_async16(dst + 16 * lane, v ? src + 16 * lane : src, bytes);
+      if (lane < kEntryBytes / 16 - 32) {
+        attn_dev::cp_async16(dst + 16 * (32 + lane), v ? src + 16 * (32 + lane) : src, bytes);
+      }
+    }
+  };
+
+  // Softmax state of row r = tid / 4 (identical in its 4 threads).
+  float row_m = -INFINITY, row_l = 0.0f;
+  const int sm_row = tid / 4, sm_q = tid % 4;
+
+  // O accumulators: warp owns dims [64 warp, 64 warp + 64); [m tile][n tile][c].
+  float oacc[4][8][4];
+#pragma unroll
+  for (int mt = 0; mt < 4; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) oacc[mt][nt][c] = 0.0f;
+    }
+  }
+
+  int32_t slot_next = -1;
+  if (ntiles > 0) {
+    // Q: 64 rows x 72 chunks.
+    for (int i = tid; i < kTcHeads * kRowChunks; i += kTcThreads) {
+      const int r = i / kRowChunks, c = i % kRowChunks, h = h0 + r;
+      const uint32_t off = attn_dev::swizzled(r, c, kRowBytes);
+      if (h < a.num_heads) {
+        const bf16_t* src = c < kDc / 8 ? a.q_nope + t * a.q_nope_ts + h * a.q_nope_hs + 8 * c
+                                        : a.q_pe + t * a.q_pe_ts + h * a.q_pe_hs + 8 * (c - kDc / 8);
+        if (a.q_vec) {
+          attn_dev::cp_async16(sbase + kSmemQ + off, src, 16);
+        } else {
+          uint32_t w[4];
+#pragma unroll
+          for (int k = 0; k < 4; ++k) w[k] = static_cast<uint32_t>(src[2 * k]) | (static_cast<uint32_t>(src[2 * k + 1]) << 16);
+          *reinterpret_cast<uint4*>(smem + kSmemQ + off) = make_uint4(w[0], w[1], w[2], w[3]);
+        }
+      } else {
+        *reinterpret_cast<uint4*>(smem + kSmemQ + off) = make_uint4(0, 0, 0, 0);
+      }
+    }
+    issue_tile(0, load_slot(0));
+    attn_dev::cp_async_commit();
+  }
+
+  // Per-warp roles of the score product.
+  const int mw = warp & 1, nw = (warp >> 1) & 1, kh = warp >> 2;
+  const int a_row = 32 * mw + (lane & 7) + 8 * ((lane >> 3) & 1);  // + 16 mt
+  const int a_hi = lane >> 4;
+  const int b_row = 32 * nw + (lane & 7) + 8 * (lane >> 4);        // + 16 np
+  const int b_hi = (lane >> 3) & 1;
+  // Roles of the P V product (A = P rows, B = V^T via ldmatrix.trans).
+  const int p_row = (lane & 7) + 8 * ((lane >> 3) & 1);  // + 16 mt
+  const int p_hi = lane >> 4;
+  const int v_key = (lane & 7) + 8 * ((lane >> 3) & 1);  // + 16 kk
+  const int v_hi = lane >> 4;
+
+  for (int tile = 0; tile < ntiles; ++tile) {
+    const bool has_next = tile + 1 < ntiles;
+    if (has_next) slot_next = load_slot(tile + 1);  // global load overlaps the wait and dequant
+
+    attn_dev::cp_async_wait<0>();
+    __syncthreads();  // B1: raw tile (and Q) landed; the previous P V is done with sK and P
+
+    // Dequantize: entry e = warp + 8 k; lane does bf16 chunks lane and lane + 32 (8 values each).
+#pragma unroll 2
+    for (int k = 0; k < 8; ++k) {
+      const int e = warp + 8 * k;
+      const uint8_t* raw = smem + kSmemRaw + e * kEntryBytes;
+      const float* scales = reinterpret_cast<const float*>(raw + DsMlaEntry::kScaleOffset);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int c = lane + 32 * half;
+        const uint2 q = *reinterpret_cast<const uint2*>(raw + 8 * c);
+        const uint4 v = dequant8(q.x, q.y, scales[c / (DsMlaEntry::kTileDims / 8)]);
+        *reinterpret_cast<uint4*>(smem + kSmemK + attn_dev::swizzled(e, c, kRowBytes)) = v;
+      }
+    }
+    // RoPE: 64 entries x 8 chunks, copied.
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int job = tid + kTcThreads * k, e = job / 8, c = job % 8;
+      const uint4 v = *reinterpret_cast<const uint4*>(smem + kSmemRaw + e * kEntryBytes + DsMlaEntry::kRopeOffset + 16 * c);
+      *reinterpret_cast<uint4*>(smem + kSmemK + attn_dev::swizzled(e, kDc / 8 + c, kRowBytes)) = v;
+    }
+    __syncthreads();  // B2: sK ready, sRaw free
+
+    if (has_next) {
+      issue_tile(tile + 1, slot_next);
+      attn_dev::cp_async_commit();
+    }
+
+    // S partial: rows 32 mw + [0, 32), columns 32 nw + [0, 32), depth 288 kh + [0, 288).
+    {
+      float sacc[2][4][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+          for (int c = 0; c < 4; ++c) sacc[mt][nt][c] = 0.0f;
+        }
+      }
+#pragma unroll
+      for (int kk = 0; kk < kDl / 32; ++kk) {
+        const int c0 = kh * (kDl / 16) + 2 * kk;  // chunk of this k16 step
+        uint32_t af[2][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          attn_dev::ldmatrix_x4(af[mt], sbase + kSmemQ + (a_row + 16 * mt) * kRowBytes + (((c0 + a_hi) ^ x7) << 4));
+        }
+        uint32_t bfr[2][4];
+#pragma unroll
+        for (int np = 0; np < 2; ++np) {
+          attn_dev::ldmatrix_x4(bfr[np], sbase + kSmemK + (b_row + 16 * np) * kRowBytes + (((c0 + b_hi) ^ x7) << 4));
+        }
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+          for (int np = 0; np < 2; ++np) {
+            attn_dev::mma_bf16_16816(sacc[mt][2 * np], af[mt], bfr[np][0], bfr[np][1]);
+            attn_dev::mma_bf16_16816(sacc[mt][2 * np + 1], af[mt], bfr[np][2], bfr[np][3]);
+          }
+        }
+      }
+      float* s_part = reinterpret_cast<float*>(smem + kSmemS) + kh * kTcHeads * kSPitch;
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+          const int row = 32 * mw + 16 * mt + g, col = 32 * nw + 8 * nt + 2 * tq;
+          *reinterpret_cast<float2*>(s_part + row * kSPitch + col) = make_float2(sacc[mt][nt][0], sacc[mt][nt][1]);
+          *reinterpret_cast<float2*>(s_part + (row + 8) * kSPitch + col) = make_float2(sacc[mt][nt][2], sacc[mt][nt][3]);
+        }
+      }
+    }
+    __syncthreads();  // B3: both score partials stored
+
+    // Softmax: row sm_row, columns 4 sm_q + 16 k + j (k, j < 4).
+    uint32_t pk[8];
+    float factor = 1.0f;
+    {
+      const float* s0 = reinterpret_cast<const float*>(smem + kSmemS) + sm_row * kSPitch;
+      const float* s1 = s0 + kTcHeads * kSPitch;
+      const uint8_t* valid = s_valid + (tile & 1) * kTile;
+      float s[16];
+      float tmax = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int col = 4 * sm_q + 16 * k;
+        const float4 x0 = *reinterpret_cast<const float4*>(s0 + col);
+        const float4 x1 = *reinterpret_cast<const float4*>(s1 + col);
+        const uint32_t vb = *reinterpret_cast<const uint32_t*>(valid + col);
+        const float sum[4] = {x0.x + x1.x, x0.y + x1.y, x0.z + x1.z, x0.w + x1.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          s[4 * k + j] = ((vb >> (8 * j)) & 0xFFu) ? sum[j] * a.scale : -INFINITY;
+          tmax = fmaxf(tmax, s[4 * k + j]);
+        }
+      }
+      tmax = fmaxf(tmax, __shfl_xor_sync(kFullMask, tmax, 1));
+      tmax = fmaxf(tmax, __shfl_xor_sync(kFullMask, tmax, 2));
+      const float m_new = fmaxf(row_m, tmax);
+      if (m_new != row_m) {
+        factor = expf(row_m - (m_new == -INFINITY ? 0.0f : m_new));
+        row_m = m_new;
+        row_l *= factor;
+      }
+      const float ref = row_m == -INFINITY ? 0.0f : row_m;
+      float tsum = 0.0f;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const float p0 = expf(s[2 * k] - ref), p1 = expf(s[2 * k + 1] - ref);
+        tsum += p0;
+        tsum += p1;
+        pk[k] = attn_dev::pack_bf16x2(p0, p1);
+      }
+      tsum += __shfl_xor_sync(kFullMask, tsum, 1);
+      tsum += __shfl_xor_sync(kFullMask, tsum, 2);
+      row_l += tsum;
+    }
+    __syncthreads();  // B4: the score partials are consumed; P may overwrite the first one
+    {
+      uint8_t* s_p = smem + kSmemS;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int chunk = 2 * k + (sm_q >> 1);
+        *reinterpret_cast<uint2*>(s_p + attn_dev::swizzled(sm_row, chunk, kPRowBytes) + 8 * (sm_q & 1)) =
+            make_uint2(pk[2 * k], pk[2 * k + 1]);
+      }
+      if (sm_q == 0) s_factor[sm_row] = factor;
+    }
+    __syncthreads();  // B5: P and the factors are visible
+
+    // O = O * factor + P V.
+    {
+      float f[4][2];
+      bool ones = true;
+#pragma unroll
+      for (int mt = 0; mt < 4; ++mt) {
+        f[mt][0] = s_factor[16 * mt + g];
+        f[mt][1] = s_factor[16 * mt + g + 8];
+        ones = ones && f[mt][0] == 1.0f && f[mt][1] == 1.0f;
+      }
+      if (!__all_sync(kFullMask, ones)) {
+#pragma unroll
+        for (int mt = 0; mt < 4; ++mt) {
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt) {
+            oacc[mt][nt][0] *= f[mt][0];
+            oacc[mt][nt][1] *= f[mt][0];
+            oacc[mt][nt][2] *= f[mt][1];
+            oacc[mt][nt][3] *= f[mt][1];
+          }
+        }
+      }
+#pragma unroll
+      for (int kk = 0; kk < kTile / 16; ++kk) {
+        uint32_t pa[4][4];
+#pragma unroll
+        for (int mt = 0; mt < 4; ++mt) {
+          attn_dev::ldmatrix_x4(pa[mt], sbase + kSmemS + (16 * mt + p_row) * kPRowBytes + (((2 * kk + p_hi) ^ x7) << 4));
+        }
+#pragma unroll
+        for (int np = 0; np < 4; ++np) {
+          uint32_t vb[4];
+          attn_dev::ldmatrix_x4_trans(
+              vb, sbase + kSmemK + (16 * kk + v_key) * kRowBytes + (((8 * warp + 2 * np + v_hi) ^ x7) << 4));
+#pragma unroll
+          for (int mt = 0; mt < 4; ++mt) {
+            attn_dev::mma_bf16_16816(oacc[mt][2 * np], pa[mt], vb[0], vb[1]);
+            attn_dev::mma_bf16_16816(oacc[mt][2 * np + 1], pa[mt], vb[2], vb[3]);
+          }
+        }
+      }
+    }
+  }
+
+  // Epilogue: l per row to shared memory, then O / l.
+  if (sm_q == 0) {
+    s_rowl[sm_row] = row_l;
+    const int h = h0 + sm_row;
+    if (h < a.num_heads) {
+      const float v = row_lse(row_m, row_l);
+      if (item.partial < 0) {
+        a.lse[t * a.num_heads + h] = v;
+      } else {
+        a.partial_lse[static_cast<int64_t>(item.partial) * a.num_heads + h] = v;
+      }
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int mt = 0; mt < 4; ++mt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = 16 * mt + g + 8 * half, h = h0 + row;
+      if (h >= a.num_heads) continue;
+      const float l = s_rowl[row];
+      if (item.partial < 0) {
+        bf16_t* out = a.out_lat + (t * a.num_heads + h) * kDc + 64 * warp + 2 * tq;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          *reinterpret_cast<uint32_t*>(out + 8 * nt) =
+              attn_dev::pack_bf16x2(normalize(oacc[mt][nt][2 * half], l), normalize(oacc[mt][nt][2 * half + 1], l));
+        }
+      } else {
+        float* out = a.partial_out + (static_cast<int64_t>(item.partial) * a.num_heads + h) * kDc + 64 * warp + 2 * tq;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          *reinterpret_cast<float2*>(out + 8 * nt) =
+              make_float2(normalize(oacc[mt][nt][2 * half], l), normalize(oacc[mt][nt][2 * half + 1], l));
+        }
+      }
+    }
+  }
+}
+
+// =================================================================================================
+// combine
+// =================================================================================================
+
+constexpr int kCombineThreads = 256;
+constexpr int kCombineHeadsPerBlock = kCombineThreads / 32;
+
+struct CombineArgs {
+  const float* partial_out;  // [P, H, 512]
+  const float* partial_lse;  // [P, H]
+  const int32_t* split_offsets;
+  int32_t num_heads;
+  bf16_t* out_lat;
+  float* lse;
+};
+
+// Warp per (token, head); lane l owns elements 4 l + 128 j + c (j, c < 4). The host's operations in
+// the host's order: max, weights exp(lse_i - ref) summed in order, sum of w_i * partial_i skipping
+// zero weights, division, one rounding.
+template <bool kVec>
+__global__ void __launch_bounds__(kCombineThreads) sparse_mqa_combine_kernel(const CombineArgs a) {
+  const int lane = threadIdx.x % 32;
+  const int64_t t = blockIdx.x;
+  const int h = blockIdx.y * kCombineHeadsPerBlock + threadIdx.x / 32;
+  if (h >= a.num_heads) return;
+  const int64_t first = a.split_offsets[t], last = a.split_offsets[t + 1];
+  if (last <= first) return;  // one split: written directly by the item
+  const int64_t H = a.num_heads;
+  float m = -INFINITY;
+  for (int64_t i = first; i < last; ++i) m = fmaxf(m, a.partial_lse[i * H + h]);
+  const float ref = m == -INFINITY ? 0.0f : m;
+  float total = 0.0f;
+  for (int64_t i = first; i < last; ++i) total = __fadd_rn(total, expf(a.partial_lse[i * H + h] - ref));
+  bf16_t* out = a.out_lat + (t * H + h) * kDc;
+  if (total == 0.0f) {
+    for (int e = lane; e < kDc; e += 32) out[e] = 0;
+    if (lane == 0) a.lse[t * H + h] = -INFINITY;
+    return;
+  }
+  float acc[4][4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[j][c] = 0.0f;
+  }
+  for (int64_t i = first; i < last; ++i) {
+    const float w = expf(a.partial_lse[i * H + h] - ref);
+    if (w == 0.0f) continue;
+    const float* src = a.partial_out + (i * H + h) * kDc + 4 * lane;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float x[4];
+      if constexpr (kVec) {
+        const float4 v = *reinterpret_cast<const float4*>(src + 128 * j);
+        x[0] = v.x; x[1] = v.y; x[2] = v.z; x[3] = v.w;
+      } else {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) x[c] = src[128 * j + c];
+      }
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[j][c] = __fadd_rn(acc[j][c], __fmul_rn(w, x[c]));
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    bf16_t* dst = out + 4 * lane + 128 * j;
+    const uint32_t lo = attn_dev::pack_bf16x2(__fdiv_rn(acc[j][0], total), __fdiv_rn(acc[j][1], total));
+    const uint32_t hi = attn_dev::pack_bf16x2(__fdiv_rn(acc[j][2], total), __fdiv_rn(acc[j][3], total));
+    if constexpr (kVec) {
+      *reinterpret_cast<uint2*>(dst) = make_uint2(lo, hi);
+    } else {
+      dst[0] = static_cast<bf16_t>(lo & 0xFFFFu);
+      dst[1] = static_cast<bf16_t>(lo >> 16);
+      dst[2] = static_cast<bf16_t>(hi & 0xFFFFu);
+      dst[3] = static_cast<bf16_t>(hi >> 16);
+    }
+  }
+  if (lane == 0) a.lse[t * H + h] = ref + logf(total);
+}
+
+// =================================================================================================
+// launcher
+// =================================================================================================
+
+enum class SparseImpl { kTc, kSimple };
+
+Status requested_impl(SparseImpl* impl) {
+  const char* env = std::getenv("MLA_SPARSE_MQA_IMPL");
+  if (env == nullptr || env[0] == '\0' || std::strcmp(env, "tc") == 0) {
+    *impl = SparseImpl::kTc;
+  } else if (std::strcmp(env, "simple") == 0) {
+    *impl = SparseImpl::kSimple;
+  } else {
+    return Status::error(std::string("MLA_SPARSE_MQA_IMPL is '") + env + "' (expected 'tc' or 'simple')");
+  }
+  return Status();
+}
+
+bool aligned_to(const void* p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; }
+
+}  // namespace
+
+Status launch_sparse_mqa(const SparseMqaParams& p, cudaStream_t stream) {
+  MLA_RETURN_IF_ERROR(p.validate());
+  const SparseMqaMetadata& md = p.metadata;
+  if (md.num_items == 0 && md.num_tokens_planned == 0) return Status();
+
+  SparseArgs args{};
+  args.q_nope = p.q_nope_lat;
+  args.q_nope_ts = p.q_nope_token_stride;
+  args.q_nope_hs = p.q_nope_head_stride;
+  args.q_pe = p.q_pe;
+  args.q_pe_ts = p.q_pe_token_stride;
+  args.q_pe_hs = p.q_pe_head_stride;
+  args.num_heads = p.num_heads;
+  args.indices = p.indices;
+  args.indices_row_stride = p.indices_row_stride;
+  args.topk = p.topk;
+  args.cache = p.cache.data;
+  args.num_slots = p.cache.num_slots();
+  args.block_size = p.cache.block_size;
+  args.page_stride = p.cache.page_stride_bytes;
+  args.scale = p.scale;
+  args.out_lat = p.out_lat;
+  args.lse = p.lse;
+  args.items = md.items;
+  args.partial_out = p.partial_out;
+  args.partial_lse = p.partial_lse;
+  args.q_vec = aligned_to(p.q_nope_lat, 16) && aligned_to(p.q_pe, 16) && p.q_nope_token_stride % 8 == 0 &&
+               p.q_nope_head_stride % 8 == 0 && p.q_pe_token_stride % 8 == 0 && p.q_pe_head_stride % 8 == 0;
+  const bool cache_vec = aligned_to(p.cache.data, 16) && p.cache.page_stride_bytes % 16 == 0;
+
+  if (md.num_items > 0) {
+    SparseImpl impl = SparseImpl::kTc;
+    MLA_RETURN_IF_ERROR(requested_impl(&impl));
+    int device = 0, optin = 0;
+    MLA_CUDA_CHECK(cudaGetDevice(&device));
+    MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    // tc needs: 16-byte cp.async from the cache, 4-byte bf16x2 output stores, 8-byte partial stores,
+    // and the shared memory.
+    const bool tc_ok = cache_vec && aligned_to(p.out_lat, 4) && aligned_to(p.partial_out, 8) && optin >= kSmemTcBytes;
+    const bool use_tc = impl == SparseImpl::kTc && tc_ok;
+    const int heads_per_cta = use_tc ? kTcHeads : kSimpleHeads;
+    args.head_groups = (p.num_heads + heads_per_cta - 1) / heads_per_cta;
+    const int64_t blocks = static_cast<int64_t>(md.num_items) * args.head_groups;
+    if (blocks > INT_MAX) {
+      return Status::error("launch_sparse_mqa: " + std::to_string(blocks) + " CTAs exceed the grid's x limit");
+    }
+    const dim3 grid(static_cast<unsigned>(blocks));
+    if (use_tc) {
+      MLA_CUDA_CHECK(cudaFuncSetAttribute(sparse_mqa_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          kSmemTcBytes));
+      sparse_mqa_tc_kernel<<<grid, kTcThreads, kSmemTcBytes, stream>>>(args);
+      MLA_CUDA_CHECK_LAUNCH("sparse_mqa_tc_kernel");
+    } else {
+      const int smem = static_cast<int>(sizeof(SimpleSmem));
+      if (optin < smem) {
+        return Status::error("launch_sparse_mqa: the device allows " + std::to_string(optin) +
+                             " bytes of shared memory per block; the simple kernel needs " + std::to_string(smem));
+      }
+      if (cache_vec) {
+        MLA_CUDA_CHECK(cudaFuncSetAttribute(sparse_mqa_simple_kernel<true>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        sparse_mqa_simple_kernel<true><<<grid, kSimpleThreads, smem, stream>>>(args);
+      } else {
+        MLA_CUDA_CHECK(cudaFuncSetAttribute(sparse_mqa_simple_kernel<false>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        sparse_mqa_simple_kernel<false><<<grid, kSimpleThreads, smem, stream>>>(args);
+      }
+      MLA_CUDA_CHECK_LAUNCH("sparse_mqa_simple_kernel");
+    }
+  }
+
+  if (md.num_tokens_planned > 0) {
+    const CombineArgs c{p.partial_out, p.partial_lse, md.split_offsets, p.num_heads, p.out_lat, p.lse};
+    const dim3 grid(static_cast<unsigned>(md.num_tokens_planned),
+                    static_cast<unsigned>((p.num_heads + kCombineHeadsPerBlock - 1) / kCombineHeadsPerBlock));
+    if (aligned_to(p.partial_out, 16) && aligned_to(p.out_lat, 8)) {
+      sparse_mqa_combine_kernel<true><<<grid, kCombineThreads, 0, stream>>>(c);
+    } else {
+      sparse_mqa_combine_kernel<false><<<grid, kCombineThreads, 0, stream>>>(c);
+    }
+    MLA_CUDA_CHECK_LAUNCH("sparse_mqa_combine_kernel");
+  }
+  return Status();
+}
+
+}  // namespace mla

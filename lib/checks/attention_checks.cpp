@@ -1,0 +1,482 @@
+// Attention checks (SPEC 4, 5, 8): each kernel alone against the reference (sparse_mqa,
+// dense_mha), the whole mixed-batch forward against the reference (forward), the two routes
+// against each other (equivalence), N simulated decode-context-parallel ranks merged against one
+// rank (dcp), and two runs bit for bit (determinism).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kernels/common/bf16.h"
+#include "lib/attention_data.h"
+#include "lib/buffer_set.h"
+#include "lib/checks/attention_check_context.h"
+#include "lib/compare.h"
+#include "lib/forward_pipeline.h"
+#include "lib/sparse_mqa_plan.h"
+#include "lib/rng.h"
+#include "reference/attention_reference.h"
+#include "reference/forward_reference.h"
+
+namespace mla {
+
+namespace {
+
+constexpr uint8_t kPoison = 0x5A;
+constexpr uint64_t kStreamKernelInputs = 31;
+
+std::vector<uint16_t> to_bf16(const std::vector<double>& v) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = f32_to_bf16_rne(static_cast<float>(v[i]));
+  return out;
+}
+
+// Output and LSE compared separately; the LSE's figures go to extras and its failures count.
+Metrics compare_out_and_lse(const std::vector<double>& ref_out, const std::vector<double>& got_out, const Tolerance& out_tol,
+                            const std::vector<double>& ref_lse, const std::vector<double>& got_lse, const Tolerance& lse_tol) {
+  Metrics m = compare_tolerance(ref_out, got_out, out_tol);
+  const Metrics l = compare_tolerance(ref_lse, got_lse, lse_tol);
+  m.mismatches += l.mismatches;
+  m.nonfinite_mismatches += l.nonfinite_mismatches;
+  m.extra["lse_elements"] = static_cast<double>(l.elements);
+  m.extra["lse_mismatches"] = static_cast<double>(l.mismatches + l.nonfinite_mismatches);
+  m.extra["lse_max_abs_err"] = l.max_abs_err;
+  m.extra["lse_max_rel_err"] = l.max_rel_err;
+  return m;
+}
+
+// The absorbed query in bf16 (what the sparse kernel receives), split into its two parts, and the
+// same values in double for the reference.
+struct LatentQuery {
+  std::vector<uint16_t> nope;  // [T, H, 512]
+  std::vector<uint16_t> pe;    // [T, H, 64]
+  std::vector<double> both;    // [T, H, 576] the bf16 values, widened
+};
+LatentQuery latent_query(const AttentionData& d, int64_t T) {
+  const int32_t H = d.heads;
+  const std::vector<uint16_t> q_lat = to_bf16(ref::absorb_q(d.q_nope, d.q_pe, d.w_uk));
+  LatentQuery q;
+  q.nope.resize(static_cast<size_t>(T) * H * kDc);
+  q.pe.resize(static_cast<size_t>(T) * H * kDr);
+  for (int64_t th = 0; th < T * H; ++th) {
+    std::copy_n(&q_lat[th * kDl], kDc, &q.nope[th * kDc]);
+    std::copy_n(&q_lat[th * kDl + kDc], kDr, &q.pe[th * kDr]);
+  }
+  q.both = widen_bf16(q_lat);
+  return q;
+}
+
+// Global slots of the indexer's picks (through the reference conversion) with invalid entries the
+// kernel must skip: -1, INT_MIN, and slots past the pool.
+std::vector<int32_t> sparse_indices(const AttentionCheckContext& ctx) {
+  const Batch& b = ctx.batch;
+  ref::ConvertInputs in;
+  in.req_id = b.req_id_per_token;
+  in.indices = ctx.data.topk_pos;
+  in.topk = ctx.data.topk;
+  in.block_table = b.block_table;
+  in.block_size = b.geometry.block_size;
+  std::vector<int32_t> slots = ref::convert(in).out;
+  Rng rng = Rng(ctx.scenario.seed).fork(kStreamKernelInputs);
+  const int64_t capacity = b.geometry.num_blocks * b.geometry.block_size;
+  for (auto& s : slots) {
+    const uint64_t u = rng.below(64);
+    if (u == 0) s = -1;
+    else if (u == 1) s = INT32_MIN;
+    else if (u == 2) s = static_cast<int32_t>(capacity + static_cast<int64_t>(rng.below(1000)));
+  }
+  return slots;
+}
+
+struct SparseRun {
+  std::vector<uint16_t> out_lat;
+  std::vector<float> lse;
+};
+
+// One sparse-MQA launch over T tokens on a given cache, with a plan of target_items.
+SparseRun run_sparse_kernel(Backend& be, BufferSet& bufs, const LatentQuery& q, int64_t T, int32_t H,
+                            const std::vector<int32_t>& slots, int32_t K, const std::vector<uint8_t>& cache,
+                            const ref::CacheGeometry& geo, float scale, int32_t target_items) {
+  const SparseMqaPlan plan = plan_sparse_mqa(static_cast<int32_t>(T), K, target_items);
+  SparseMqaParams p;
+  p.q_nope_lat = bufs.input(q.nope);
+  p.q_nope_token_stride = int64_t{H} * kDc;
+  p.q_nope_head_stride = kDc;
+  p.q_pe = bufs.input(q.pe);
+  p.q_pe_token_stride = int64_t{H} * kDr;
+  p.q_pe_head_stride = kDr;
+  p.num_tokens = T;
+  p.num_heads = H;
+  p.indices = bufs.input(slots);
+  p.indices_row_stride = K;
+  p.topk = K;
+  p.cache = {bufs.input(cache), geo.num_blocks, geo.block_size, geo.page_stride_bytes};
+  p.scale = scale;
+  GuardedBuffer& out = bufs.output<bf16_t>(static_cast<size_t>(T) * H * kDc, kPoison);
+  GuardedBuffer& lse = bufs.output<float>(static_cast<size_t>(T) * H, kPoison);
+  p.out_lat = out.as<bf16_t>();
+  p.lse = lse.as<float>();
+  attach_plan(bufs, plan, p);
+  must(be.sparse_mqa(p));
+  must(be.synchronize());
+  SparseRun r;
+  must(out.download(r.out_lat));
+  must(lse.download(r.lse));
+  return r;
+}
+
+ref::ForwardInputs reference_inputs(const AttentionCheckContext& ctx, bool force_sparse, ref::NewTokenKv kv) {
+  const Batch& b = ctx.batch;
+  ref::ForwardInputs in;
+  in.seq_len = b.seq_lens;
+  in.query_len = b.query_lens;
+  in.num_decodes = b.num_decodes;
+  in.req_id = b.req_id_per_token;
+  in.position = b.token_pos;
+  in.num_heads = ctx.data.heads;
+  in.q_nope = ctx.data.q_nope;
+  in.q_pe = ctx.data.q_pe;
+  in.w_uk = ctx.data.w_uk;
+  in.w_uv = ctx.data.w_uv;
+  in.kv_c = ctx.cache.kv_c;
+  in.k_pe = ctx.cache.k_pe;
+  in.geometry = b.geometry;
+  in.block_table = b.block_table;
+  in.topk_positions = ctx.data.topk_pos;
+  in.topk = ctx.data.topk;
+  in.scale = ctx.scenario.model.scale;
+  in.force_sparse = force_sparse;
+  in.new_token_kv = kv;
+  return in;
+}
+
+ForwardConfig forward_config(const AttentionCheckContext& ctx) {
+  ForwardConfig cfg;
+  cfg.decode_threshold = ctx.scenario.batch.decode_threshold;
+  cfg.force_sparse = ctx.scenario.attention.force_sparse;
+  cfg.workspace_rows = ctx.scenario.attention.workspace_rows;
+  cfg.scale = static_cast<float>(ctx.scenario.model.scale);
+  cfg.injection = ctx.injection;
+  return cfg;
+}
+
+CheckResult skip(const std::string& id, const std::string& check, const std::string& why) {
+  CheckResult r;
+  r.id = id;
+  r.check = check;
+  r.verdict = Verdict::kSkip;
+  r.reason = why;
+  return r;
+}
+
+}  // namespace
+
+std::vector<CheckResult> run_sparse_mqa_check(const AttentionCheckContext& ctx) {
+  std::vector<CheckResult> out;
+  const LatentQuery q = latent_query(ctx.data, ctx.batch.num_tokens);
+  const std::vector<int32_t> slots = sparse_indices(ctx);
+  const int64_t T = ctx.batch.num_tokens;
+  const int32_t H = ctx.data.heads, K = ctx.data.topk;
+  const ref::AttentionResult ref_res =
+      ref::sparse_mqa(q.both, H, slots, K, ctx.cache.ref_cache, ctx.batch.geometry, ctx.scenario.model.scale);
+  // The same call with the top-k range split across work items (combine step) and unsplit.
+  for (const auto& [name, target] : {std::pair<const char*, int32_t>{"split", 264}, {"unsplit", 1}}) {
+    out.push_back(timed_check(std::string("sparse_mqa/") + name, "sparse_mqa", [&, target = target] {
+      BufferSet bufs(ctx.backend);
+      const SparseRun run = run_sparse_kernel(ctx.backend, bufs, q, T, H, slots, K, ctx.cache.ref_cache,
+                                              ctx.batch.geometry, static_cast<float>(ctx.scenario.model.scale), target);
+      CheckResult r;
+      const AttentionTolerances& tol = ctx.scenario.attention.tolerances;
+      r.metrics = compare_out_and_lse(ref_res.out, widen_bf16(run.out_lat), tol.sparse_mqa, ref_res.lse,
+                                      widen_f32(run.lse), tol.sparse_lse);
+      bufs.audit(r.metrics);
+      finalize(r);
+      return r;
+    }));
+  }
+  return out;
+}
+
+std::vector<CheckResult> run_dense_mha_check(const AttentionCheckContext& ctx) {
+  const Batch& b = ctx.batch;
+  const int32_t H = ctx.data.heads;
+  // Requests with new tokens: causal over [context + new] keys, and unmasked over the context.
+  std::vector<CheckResult> out;
+  for (const bool causal : {true, false}) {
+    out.push_back(timed_check(causal ? "dense_mha/causal" : "dense_mha/context", "dense_mha", [&] {
+      std::vector<int32_t> q_lens, k_lens;
+      for (int32_t r = 0; r < b.num_reqs; ++r) {
+        q_lens.push_back(b.query_lens[static_cast<size_t>(r)]);
+        k_lens.push_back(causal ? b.seq_lens[static_cast<size_t>(r)] : b.context_lens[static_cast<size_t>(r)]);
+      }
+      const int64_t tq = std::accumulate(q_lens.begin(), q_lens.end(), int64_t{0});
+      const int64_t tk = std::accumulate(k_lens.begin(), k_lens.end(), int64_t{0});
+      if (tk == 0) return skip("", "", "no keys: the batch has no cached context");
+      // Inputs distributed as the dense route sees them (SPEC 8's data): queries uniform in
+      // [-1, 1]; K/V the up-projection W kv_c of a latent ~ N(0, 0.1^2) with weights ~ N(0, 0.1^2),
+      // i.e. ~ N(0, (0.1 * 0.1 * sqrt(512))^2); RoPE keys as the cache's, ~ N(0, 0.5^2).
+      Rng rng = Rng(ctx.scenario.seed).fork(kStreamKernelInputs + (causal ? 1 : 2));
+      const double kv_sigma = 0.1 * 0.1 * std::sqrt(512.0);
+      auto uniform_bf16 = [&](size_t n) {
+        std::vector<uint16_t> v(n);
+        for (auto& x : v) x = f32_to_bf16_rne(static_cast<float>(rng.uniform(-1.0, 1.0)));
+        return v;
+      };
+      auto normal_bf16 = [&](size_t n, double sigma) {
+        std::vector<uint16_t> v(n);
+        for (auto& x : v) x = f32_to_bf16_rne(static_cast<float>(rng.normal(0.0, sigma)));
+        return v;
+      };
+      const auto q_nope = uniform_bf16(static_cast<size_t>(tq) * H * kDn);
+      const auto q_pe = uniform_bf16(static_cast<size_t>(tq) * H * kDr);
+      const auto k_nope = normal_bf16(static_cast<size_t>(tk) * H * kDn, kv_sigma);
+      const auto k_pe = normal_bf16(static_cast<size_t>(tk) * kDr, 0.5);
+      const auto v = normal_bf16(static_cast<size_t>(tk) * H * kDv, kv_sigma);
+
+      std::vector<int32_t> cu_q(q_lens.size() + 1, 0), cu_k(k_lens.size() + 1, 0);
+      std::partial_sum(q_lens.begin(), q_lens.end(), cu_q.begin() + 1);
+      std::partial_sum(k_lens.begin(), k_lens.end(), cu_k.begin() + 1);
+      BufferSet bufs(ctx.backend);
+      DenseMhaParams p;
+      p.q_nope = bufs.input(q_nope);
+      p.q_nope_stride = int64_t{H} * kDn;
+      p.q_pe = bufs.input(q_pe);
+      p.q_pe_stride = int64_t{H} * kDr;
+      p.k_nope = bufs.input(k_nope);
+      p.k_nope_stride = int64_t{H} * kDn;
+      p.k_pe = bufs.input(k_pe);
+      p.k_pe_stride = kDr;
+      p.v = bufs.input(v);
+      p.v_stride = int64_t{H} * kDv;
+      p.cu_seqlens_q = bufs.input(cu_q);
+      p.cu_seqlens_k = bufs.input(cu_k);
+      p.cu_seqlens_q_host = cu_q.data();
+      p.cu_seqlens_k_host = cu_k.data();
+      p.num_reqs = b.num_reqs;
+      p.num_heads = H;
+      p.total_q = tq;
+      p.total_k = tk;
+      p.causal = causal;
+      p.scale = static_cast<float>(ctx.scenario.model.scale);
+      GuardedBuffer& o = bufs.output<bf16_t>(static_cast<size_t>(tq) * H * kDv, kPoison);
+      GuardedBuffer& l = bufs.output<float>(static_cast<size_t>(tq) * H, kPoison);
+      p.out = o.as<bf16_t>();
+      p.lse = l.as<float>();
+      must(ctx.backend.dense_mha(p));
+      must(ctx.backend.synchronize());
+      std::vector<uint16_t> got_o;
+      std::vector<float> got_l;
+      must(o.download(got_o));
+      must(l.download(got_l));
+
+      // Reference: q = [q_nope, q_pe], k = [k_nope, k_pe shared by heads], in double.
+      std::vector<double> q(static_cast<size_t>(tq) * H * 192), k(static_cast<size_t>(tk) * H * 192);
+      for (int64_t th = 0; th < tq * H; ++th)
+        for (int i = 0; i < 192; ++i)
+          q[th * 192 + i] = bf16_to_f32(i < kDn ? q_nope[th * kDn + i] : q_pe[th * kDr + i - kDn]);
+      for (int64_t t = 0; t < tk; ++t)
+        for (int32_t h = 0; h < H; ++h)
+          for (int i = 0; i < 192; ++i)
+            k[(t * H + h) * 192 + i] = bf16_to_f32(i < kDn ? k_nope[(t * H + h) * kDn + i] : k_pe[t * kDr + i - kDn]);
+      const ref::AttentionResult ref_res =
+          ref::dense_mha(q, k, widen_bf16(v), H, cu_q, cu_k, causal, ctx.scenario.model.scale);
+      CheckResult r;
+      const AttentionTolerances& tol = ctx.scenario.attention.tolerances;
+      r.metrics = compare_out_and_lse(ref_res.out, widen_bf16(got_o), tol.dense_mha, ref_res.lse, widen_f32(got_l),
+                                      tol.dense_lse);
+      bufs.audit(r.metrics);
+      finalize(r);
+      return r;
+    }));
+  }
+  return out;
+}
+
+std::vector<CheckResult> run_forward_check(const AttentionCheckContext& ctx) {
+  return {timed_check("forward", "forward", [&] {
+    BufferSet bufs(ctx.backend);
+    const ForwardConfig cfg = forward_config(ctx);
+    const ForwardResult got = run_forward(ctx.backend, bufs, ctx.batch, ctx.data, cfg);
+    const ref::ForwardOutputs want =
+        ref::forward(reference_inputs(ctx, cfg.force_sparse, ref::NewTokenKv::kBf16), ctx.cache.ref_cache);
+    CheckResult r;
+    r.metrics = compare_tolerance(want.out, widen_bf16(got.out), ctx.scenario.attention.tolerances.forward);
+    bufs.audit(r.metrics);
+    r.metrics.extra["num_decodes"] = got.num_decodes;
+    r.metrics.extra["sparse_tokens"] = static_cast<double>(got.num_sparse_tokens);
+    r.metrics.extra["prefills_dense"] = got.prefills_dense ? 1.0 : 0.0;
+    r.metrics.extra["context_chunks"] = static_cast<double>(got.context_chunks);
+    if (got.prefills_dense != want.prefills_dense)
+      r.reason = std::string("routing disagrees with the reference: prefills went ") +
+                 (got.prefills_dense ? "dense" : "sparse") + ", the rule says " + (want.prefills_dense ? "dense" : "sparse");
+    finalize(r);
+    if (!r.reason.empty() && r.verdict == Verdict::kPass) r.verdict = Verdict::kFail;
+    return r;
+  })};
+}
+
+std::vector<CheckResult> run_equivalence_check(const AttentionCheckContext& ctx) {
+  const Batch& b = ctx.batch;
+  const bool has_prefill = b.num_decodes < b.num_reqs;
+  if (!has_prefill || !prefills_fit_topk(b, b.num_decodes, ctx.data.topk))
+    return {skip("equivalence", "equivalence",
+                 has_prefill ? "a prefill is longer than top-k: the batch has no dense route to compare"
+                             : "the batch has no prefill")};
+  // Prefill rows of the forced-sparse run against the dense run, two ways (SPEC 4.3).
+  const int64_t first = b.num_decode_tokens;
+  const int64_t width = int64_t{ctx.data.heads} * kDv;
+  auto prefill_rows = [&](const std::vector<uint16_t>& v) {
+    return widen_bf16(std::vector<uint16_t>(v.begin() + first * width, v.end()));
+  };
+  ForwardConfig sparse_cfg = forward_config(ctx);
+  sparse_cfg.force_sparse = true;
+  std::vector<uint16_t> sparse_out;
+  std::vector<CheckResult> out;
+  for (const bool from_cache : {true, false}) {
+    const std::string id = from_cache ? "equivalence/new_tokens_from_cache" : "equivalence/new_tokens_bf16";
+    out.push_back(timed_check(id, "equivalence", [&] {
+      BufferSet bufs(ctx.backend);
+      if (sparse_out.empty()) sparse_out = run_forward(ctx.backend, bufs, b, ctx.data, sparse_cfg).out;
+      ForwardConfig dense_cfg = forward_config(ctx);
+      dense_cfg.force_sparse = false;
+      dense_cfg.new_tokens_from_cache = from_cache;
+      const ForwardResult dense = run_forward(ctx.backend, bufs, b, ctx.data, dense_cfg);
+      const AttentionTolerances& tol = ctx.scenario.attention.tolerances;
+      CheckResult r;
+      r.metrics = compare_tolerance(prefill_rows(sparse_out), prefill_rows(dense.out),
+                                    from_cache ? tol.equivalence_from_cache : tol.equivalence_bf16);
+      bufs.audit(r.metrics);
+      finalize(r);
+      return r;
+    }));
+  }
+  return out;
+}
+
+std::vector<CheckResult> run_dcp_check(const AttentionCheckContext& ctx) {
+  const int32_t W = ctx.scenario.attention.dcp_world_size, I = ctx.scenario.attention.dcp_interleave;
+  return {timed_check("dcp/" + std::to_string(W) + "_ranks", "dcp", [&] {
+    const Batch& b = ctx.batch;
+    const int32_t H = ctx.data.heads, K = ctx.data.topk, B = b.geometry.block_size;
+    const int64_t T = b.num_tokens;
+    const LatentQuery q = latent_query(ctx.data, T);
+    BufferSet bufs(ctx.backend);
+    bf16_t* merged_out = nullptr;
+    float* merged_lse = nullptr;
+    GuardedBuffer* out_buf = nullptr;
+    GuardedBuffer* lse_buf = nullptr;
+    for (int32_t rank = 0; rank < W; ++rank) {
+      // The rank's own cache shard: each request's owned positions at their local positions, in a
+      // pool and block table of its own.
+      ref::BlockTable bt;
+      bt.num_reqs = b.num_reqs;
+      int32_t width = 1;
+      for (int32_t len : b.seq_lens) width = std::max<int32_t>(width, static_cast<int32_t>((len / W + I + B - 1) / B + 1));
+      bt.width = width;
+      bt.stride = width;
+      bt.data.assign(static_cast<size_t>(bt.num_reqs) * width, -1);
+      int32_t next = 0;
+      for (int32_t r = 0; r < b.num_reqs; ++r)
+        for (int32_t c = 0; c < width; ++c) bt.data[static_cast<size_t>(r) * width + c] = next++;
+      ref::CacheGeometry geo{next, B, int64_t{B} * ref::kEntryBytes};
+      std::vector<uint16_t> kv, pe;
+      std::vector<int64_t> slots;
+      for (int32_t r = 0; r < b.num_reqs; ++r)
+        for (int64_t p = 0; p < b.seq_lens[static_cast<size_t>(r)]; ++p) {
+          if (ref::dcp_owner(p, W, I) != rank) continue;
+          const int64_t row = cached_row(b, r, p);
+          kv.insert(kv.end(), &ctx.cache.kv_c[row * kDc], &ctx.cache.kv_c[(row + 1) * kDc]);
+          pe.insert(pe.end(), &ctx.cache.k_pe[row * kDr], &ctx.cache.k_pe[(row + 1) * kDr]);
+          const int64_t lp = ref::dcp_local_position(p, W, I);
+          slots.push_back(int64_t{bt.at(r, lp / B)} * B + lp % B);
+        }
+      std::vector<uint8_t> cache(static_cast<size_t>(geo.bytes()), kUnusedCacheByte);
+      ref::pack(kv, pe, slots, geo, cache);
+
+      // The backend converts this rank's indices and attends over its shard.
+      ConvertParams c;
+      c.req_id = bufs.input(b.req_id_per_token);
+      c.num_tokens = T;
+      c.indices = bufs.input(ctx.data.topk_pos);
+      c.indices_rows = T;
+      c.topk = K;
+      c.indices_row_stride = K;
+      c.block_table = bufs.input(bt.data);
+      c.num_reqs = bt.num_reqs;
+      c.block_table_width = bt.width;
+      c.block_table_stride = bt.stride;
+      c.block_size = B;
+      GuardedBuffer& local_slots = bufs.output<int32_t>(static_cast<size_t>(T) * K, kPoison);
+      c.out = local_slots.as<int32_t>();
+      c.out_row_stride = K;
+      c.dcp_world_size = W;
+      c.dcp_rank = rank;
+      c.dcp_interleave = I;
+      must(ctx.backend.convert(c));
+      std::vector<int32_t> rank_slots;
+      must(ctx.backend.synchronize());
+      must(local_slots.download(rank_slots));
+      const SparseRun run = run_sparse_kernel(ctx.backend, bufs, q, T, H, rank_slots, K, cache, geo,
+                                              static_cast<float>(ctx.scenario.model.scale), 264);
+      // Fold the rank into the running result with the backend's LSE merge.
+      GuardedBuffer& o = bufs.in_out(run.out_lat);
+      GuardedBuffer& l = bufs.in_out(run.lse);
+      if (!merged_out) {
+        merged_out = o.as<bf16_t>();
+        merged_lse = l.as<float>();
+        out_buf = &o;
+        lse_buf = &l;
+        continue;
+      }
+      MergeParams m;
+      m.out_a = merged_out;
+      m.lse_a = merged_lse;
+      m.out_b = o.as<bf16_t>();
+      m.lse_b = l.as<float>();
+      m.out = merged_out;
+      m.lse = merged_lse;
+      m.rows = T * H;
+      m.width = kDc;
+      must(ctx.backend.merge(m));
+    }
+    must(ctx.backend.synchronize());
+    std::vector<uint16_t> got_out;
+    std::vector<float> got_lse;
+    must(out_buf->download(got_out));
+    must(lse_buf->download(got_lse));
+
+    // Single rank: the reference over the whole cache.
+    ref::ConvertInputs in;
+    in.req_id = b.req_id_per_token;
+    in.indices = ctx.data.topk_pos;
+    in.topk = K;
+    in.block_table = b.block_table;
+    in.block_size = B;
+    const ref::AttentionResult single = ref::sparse_mqa(q.both, H, ref::convert(in).out, K, ctx.cache.ref_cache,
+                                                        b.geometry, ctx.scenario.model.scale);
+    const AttentionTolerances& tol = ctx.scenario.attention.tolerances;
+    CheckResult r;
+    r.metrics = compare_out_and_lse(single.out, widen_bf16(got_out), tol.dcp, single.lse, widen_f32(got_lse),
+                                    tol.sparse_lse);
+    bufs.audit(r.metrics);
+    r.metrics.extra["ranks"] = W;
+    finalize(r);
+    return r;
+  })};
+}
+
+std::vector<CheckResult> run_determinism_check(const AttentionCheckContext& ctx) {
+  return {timed_check("determinism", "determinism", [&] {
+    const ForwardConfig cfg = forward_config(ctx);
+    BufferSet first_bufs(ctx.backend), second_bufs(ctx.backend);
+    const ForwardResult a = run_forward(ctx.backend, first_bufs, ctx.batch, ctx.data, cfg);
+    const ForwardResult b = run_forward(ctx.backend, second_bufs, ctx.batch, ctx.data, cfg);
+    CheckResult r;
+    r.metrics = compare_bf16_exact(a.out, b.out);
+    first_bufs.audit(r.metrics);
+    second_bufs.audit(r.metrics);
+    finalize(r);
+    return r;
+  })};
+}
+
+}  // namespace mla

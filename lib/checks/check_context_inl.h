@@ -1,0 +1,26 @@
+// timed_check: the one place where a check's exceptions become an ERROR verdict.
+#pragma once
+
+#include <chrono>
+#include <exception>
+
+namespace mla {
+
+template <typename F>
+CheckResult timed_check(const std::string& id, const std::string& check, F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  CheckResult r;
+  try {
+    r = f();
+  } catch (const std::exception& e) {
+    r = CheckResult{};
+    r.verdict = Verdict::kError;
+    r.reason = e.what();
+  }
+  r.id = id;
+  r.check = check;
+  r.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace mla

@@ -1,0 +1,150 @@
+// Check "convert" (SPEC 3): top-k indices (request-local positions a causal indexer could pick,
+// -1 padded, with the scenario's invalid mix written over them) converted to global slots (or
+// prefill-workspace rows, or per DCP rank); output and valid counts must equal the reference
+// exactly. Rows of indices are the decode tokens (prefills went dense) or all tokens; req_id is
+// sliced to those rows, as the fix requires.
+// Injection unbounded-convert: the launch covers the full-batch req_id while indices and the
+// output hold only the decode rows; the guard after the output is sized to absorb the overrun so
+// the run ends in OOB rather than a crash.
+#include "lib/buffer_set.h"
+#include "lib/checks/check_context.h"
+#include "lib/compare.h"
+#include "lib/rng.h"
+#include "lib/topk_indices.h"
+
+namespace mla {
+
+namespace {
+constexpr uint64_t kStreamIndices = 13;
+
+struct ConvertData {
+  int64_t rows = 0;
+  std::vector<int32_t> req_id_rows;   // req_id sliced to the rows of indices
+  std::vector<int32_t> indices;       // [rows, K]
+  std::vector<int32_t> prefill_req;   // [rows] when prefill_workspace
+  std::vector<int32_t> prefill_ws;    // [num_prefills]
+};
+
+ConvertData make_convert_data(const CheckContext& ctx, const ConvertCase& c, size_t case_index) {
+  const Batch& b = ctx.batch;
+  const int32_t k = ctx.scenario.model.topk;
+  ConvertData d;
+  d.rows = c.rows == ConvertRows::kDecode ? b.num_decode_tokens : b.num_tokens;
+  d.req_id_rows.assign(b.req_id_per_token.begin(), b.req_id_per_token.begin() + d.rows);
+  d.indices.resize(static_cast<size_t>(d.rows) * k);
+  Rng rng = Rng(ctx.scenario.seed).fork(kStreamIndices + 1000 * case_index);
+  for (int64_t t = 0; t < d.rows; ++t) {
+    int32_t* row = &d.indices[static_cast<size_t>(t) * k];
+    pick_visible_topk(rng, b.token_pos[static_cast<size_t>(t)], k, row);
+    apply_invalid_mix(rng, c.invalid, b, b.req_id_per_token[static_cast<size_t>(t)], row, k);
+  }
+  if (c.prefill_workspace) {
+    int32_t start = 0;
+    for (int32_t r = b.num_decodes; r < b.num_reqs; ++r) {
+      d.prefill_ws.push_back(start);
+      start += b.seq_lens[static_cast<size_t>(r)];
+    }
+    for (int64_t t = 0; t < d.rows; ++t) {
+      const int32_t r = d.req_id_rows[static_cast<size_t>(t)];
+      d.prefill_req.push_back(r >= b.num_decodes ? r - b.num_decodes : -1);
+    }
+  }
+  return d;
+}
+
+CheckResult convert_one(const CheckContext& ctx, const ConvertCase& c, const ConvertData& d, int32_t rank) {
+  const Batch& b = ctx.batch;
+  const int32_t k = ctx.scenario.model.topk;
+  const bool unbounded = ctx.injection == Injection::kUnboundedConvert && d.rows < b.num_tokens;
+  // Rows the launch covers: the rows of indices, or (injected bug) the whole batch's req_id.
+  const int64_t launch_rows = unbounded ? b.num_tokens : d.rows;
+  const size_t overrun_bytes = static_cast<size_t>(launch_rows - d.rows) * k * sizeof(int32_t);
+  const size_t guard = GuardedBuffer::kDefaultGuardBytes + overrun_bytes;
+
+  BufferSet bufs(ctx.backend);
+  ConvertParams p;
+  p.req_id = bufs.input(unbounded ? b.req_id_per_token : d.req_id_rows, guard);
+  p.num_tokens = launch_rows;
+  p.indices = bufs.input(d.indices, guard);
+  p.indices_rows = launch_rows;  // the buggy caller believes indices covers the whole batch
+  p.topk = k;
+  p.indices_row_stride = k;
+  p.block_table = bufs.input(b.block_table.data);
+  p.num_reqs = b.block_table.num_reqs;
+  p.block_table_width = b.block_table.width;
+  p.block_table_stride = b.block_table.stride;
+  p.block_size = b.geometry.block_size;
+  GuardedBuffer& out = bufs.output<int32_t>(static_cast<size_t>(d.rows) * k, 0x5A, guard);
+  GuardedBuffer& counts = bufs.output<int32_t>(static_cast<size_t>(d.rows), 0x5A, guard);
+  p.out = out.as<int32_t>();
+  p.out_row_stride = k;
+  p.valid_count = counts.as<int32_t>();
+  if (c.prefill_workspace) {
+    std::vector<int32_t> prefill_req = d.prefill_req;
+    if (unbounded) {
+      prefill_req.clear();
+      for (int32_t r : b.req_id_per_token) prefill_req.push_back(r >= b.num_decodes ? r - b.num_decodes : -1);
+    }
+    p.prefill_req = bufs.input(prefill_req, guard);
+    p.prefill_workspace_starts = bufs.input(d.prefill_ws);
+    p.num_prefills = static_cast<int32_t>(d.prefill_ws.size());
+  }
+  p.dcp_world_size = c.dcp_world_size;
+  p.dcp_rank = rank;
+  p.dcp_interleave = c.dcp_interleave;
+  must(ctx.backend.convert(p));
+  must(ctx.backend.synchronize());
+
+  ref::ConvertInputs in;
+  in.req_id = d.req_id_rows;
+  in.indices = d.indices;
+  in.topk = k;
+  in.block_table = b.block_table;
+  in.block_size = b.geometry.block_size;
+  if (c.prefill_workspace) {
+    in.prefill_req = d.prefill_req;
+    in.prefill_workspace_starts = d.prefill_ws;
+  }
+  in.dcp_world_size = c.dcp_world_size;
+  in.dcp_rank = rank;
+  in.dcp_interleave = c.dcp_interleave;
+  const ref::ConvertOutputs ref_out = ref::convert(in);
+
+  std::vector<int32_t> got_out, got_counts;
+  must(out.download(got_out));
+  must(counts.download(got_counts));
+  CheckResult r;
+  r.metrics = compare_int32_exact(ref_out.out, got_out);
+  merge_into(r.metrics, compare_int32_exact(ref_out.valid_count, got_counts));
+  bufs.audit(r.metrics);
+  r.metrics.extra["rows"] = static_cast<double>(d.rows);
+  int64_t valid = 0;
+  for (int32_t v : ref_out.valid_count) valid += v;
+  r.metrics.extra["valid_indices"] = static_cast<double>(valid);
+  finalize(r);
+  return r;
+}
+}  // namespace
+
+std::vector<CheckResult> run_convert_checks(const CheckContext& ctx) {
+  std::vector<CheckResult> out;
+  for (size_t i = 0; i < ctx.scenario.converts.size(); ++i) {
+    const ConvertCase& c = ctx.scenario.converts[i];
+    const ConvertData d = make_convert_data(ctx, c, i);
+    for (int32_t rank = 0; rank < c.dcp_world_size; ++rank) {
+      std::string id = "convert/" + c.name;
+      if (c.dcp_world_size > 1) id += "/rank" + std::to_string(rank);
+      out.push_back(timed_check(id, "convert", [&] { return convert_one(ctx, c, d, rank); }));
+    }
+  }
+  if (out.empty()) {
+    CheckResult r;
+    r.id = r.check = "convert";
+    r.verdict = Verdict::kSkip;
+    r.reason = "the scenario has no convert case";
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace mla

@@ -1,0 +1,73 @@
+// Check "gather" (SPEC 2): for each resolved gather case of the scenario (explicit starts and the
+// chunked-context calls of dense prefill), the backend gathers + upconverts from the reference's
+// packed cache; the rows must equal the reference bit for bit (NaN == NaN), the poisoned output
+// fully written, guards and the cache untouched.
+// Injections: ignore-seq-starts passes no seq_starts; flat-fp8-gather reads the cache through the
+// plain-fp8 gather (576 flat bytes per 656-byte entry, one global scale).
+#include "kernels/common/ds_mla_entry.h"
+#include "lib/buffer_set.h"
+#include "lib/checks/check_context.h"
+#include "lib/compare.h"
+
+namespace mla {
+
+namespace {
+constexpr uint8_t kOutputPoison = 0x5A;  // bf16 0x5A5A ~ 1.5e16: never a dequantized value
+
+CheckResult gather_one(const CheckContext& ctx, const ResolvedGather& g) {
+  const Batch& b = ctx.batch;
+  BufferSet bufs(ctx.backend);
+  GatherParams p;
+  p.cache = {bufs.input(ctx.cache.ref_cache), b.geometry.num_blocks, b.geometry.block_size,
+             b.geometry.page_stride_bytes};
+  p.block_table = bufs.input(b.block_table.data);
+  p.num_reqs = b.block_table.num_reqs;
+  p.block_table_width = b.block_table.width;
+  p.block_table_stride = b.block_table.stride;
+  p.workspace_starts = bufs.input(g.workspace_starts);
+  if (g.seq_starts && ctx.injection != Injection::kIgnoreSeqStarts) p.seq_starts = bufs.input(*g.seq_starts);
+  p.num_rows = g.num_rows;
+  p.dst_row_stride = DsMlaEntry::kLatentDims;
+  const size_t elements = static_cast<size_t>(g.num_rows) * DsMlaEntry::kLatentDims;
+  GuardedBuffer& dst = bufs.output<uint16_t>(elements, kOutputPoison);
+  p.dst = dst.as<uint16_t>();
+
+  if (ctx.injection == Injection::kFlatFp8Gather) {
+    FlatFp8GatherParams f;
+    f.base = p;
+    f.entry_stride_bytes = DsMlaEntry::kBytes;  // the bug: 656-byte entries read as flat FP8
+    f.global_scale = 1.0f;
+    must(ctx.backend.gather_flat_fp8(f));
+  } else {
+    must(ctx.backend.gather(p));
+  }
+  must(ctx.backend.synchronize());
+
+  std::vector<uint16_t> got;
+  must(dst.download(got));
+  const std::vector<uint16_t> ref =
+      ref::gather(ctx.cache.ref_cache, b.geometry, b.block_table, g.workspace_starts, g.seq_starts, g.num_rows);
+  CheckResult r;
+  r.metrics = compare_bf16_exact(ref, got);
+  bufs.audit(r.metrics);
+  r.metrics.extra["rows"] = static_cast<double>(g.num_rows);
+  finalize(r);
+  return r;
+}
+}  // namespace
+
+std::vector<CheckResult> run_gather_checks(const CheckContext& ctx) {
+  std::vector<CheckResult> out;
+  for (const auto& g : ctx.batch.gathers)
+    out.push_back(timed_check("gather/" + g.name, "gather", [&] { return gather_one(ctx, g); }));
+  if (out.empty()) {
+    CheckResult r;
+    r.id = r.check = "gather";
+    r.verdict = Verdict::kSkip;
+    r.reason = "the scenario has no gather case (no explicit case and no request with cached context)";
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace mla

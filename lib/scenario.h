@@ -1,0 +1,177 @@
+// A scenario: one regression case as data (docs/scenarios.md is the file format). load_scenario()
+// parses and validates a JSON file; every error names the file, the JSON path and the problem.
+// The parsed Scenario is complete: defaults are filled in and a generated batch is resolved to
+// explicit seq_lens / query_lens, so everything downstream is a pure function of it.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "lib/tolerance.h"
+
+namespace mla {
+
+// The "schema" value a scenario file may declare; any other value is refused.
+inline constexpr const char* kScenarioSchema = "mla-scenario/1";
+
+// Named random streams of a scenario's seed: every consumer draws from Rng(seed).fork(stream), so
+// adding draws to one consumer never changes what another one sees. Streams below
+// kRngStreamFirstFree belong to lib/scenario and lib/batch; every other consumer (test data,
+// indices) takes fixed numbers of its own from kRngStreamFirstFree up.
+inline constexpr uint64_t kRngStreamBatchGeneration = 1;  // "batch": {"generate": ...}
+inline constexpr uint64_t kRngStreamPageOrder = 2;        // "page_order": "shuffled"
+inline constexpr uint64_t kRngStreamFirstFree = 10;
+
+enum class PageOrder { kContiguous, kShuffled, kReversed };
+const char* to_string(PageOrder o);
+std::optional<PageOrder> page_order_from_string(const std::string& s);
+
+// The checks a scenario can ask for (DESIGN.md).
+enum class CheckKind {
+  kPack, kGather, kConvert, kLayout,                            // cache path (SPEC 1-3)
+  kSparseMqa, kDenseMha, kForward, kEquivalence, kDcp, kDeterminism,  // attention (SPEC 4-5)
+};
+const char* to_string(CheckKind k);
+std::optional<CheckKind> check_kind_from_string(const std::string& s);
+
+struct ModelDims {
+  int32_t heads = 128;       // H on this rank
+  int32_t topk = 128;        // K
+  int32_t block_size = 64;   // B, tokens per page (any B >= 1)
+  double scale = 1.0 / std::sqrt(192.0);  // softmax scale
+};
+
+struct CacheConfig {
+  std::string dtype = "fp8_ds_mla";  // as requested; canonicalised by the layout rules
+  int64_t num_blocks = 0;            // resolved: blocks in the pool (>= what the batch needs)
+  int64_t spare_blocks = 4;          // unused pages (NaN-filled) added when num_blocks is automatic
+  PageOrder page_order = PageOrder::kShuffled;
+  int64_t page_padding_bytes = 0;    // page stride = block_size * 656 + padding (multiple of 16)
+};
+
+struct BlockTableConfig {
+  int32_t extra_columns = 1;   // columns past the widest request, filled with -1
+  int32_t stride_padding = 0;  // row stride = width + stride_padding
+};
+
+// Batch: decodes first, then prefills (SPEC 0). Always explicit after loading.
+struct BatchSpec {
+  std::vector<int32_t> seq_lens;
+  std::vector<int32_t> query_lens;
+  int32_t decode_threshold = 1;  // 1, or 1 + draft tokens with multi-token prediction
+};
+
+// "batch": {"generate": ...}: the ranges a batch is drawn from (all bounds inclusive). Kept in
+// the Scenario for reports and repro lines; the batch itself is always resolved into BatchSpec.
+struct BatchGenerator {
+  int32_t num_requests_min = 1, num_requests_max = 1;  // 1 <= min <= max
+  int32_t num_decodes_min = 0, num_decodes_max = 0;    // clamped to the number of requests drawn
+  int32_t decode_query_len = 1;                        // query_len of every generated decode
+  int32_t seq_len_min = 0, seq_len_max = 0;
+  int32_t prefill_query_len_min = 0, prefill_query_len_max = 0;  // clamped to the request's seq_len
+  int32_t decode_threshold = 1;                        // >= decode_query_len
+};
+
+// Draws a batch from Rng(seed).fork(kRngStreamBatchGeneration). The order of draws is part of
+// the file format (docs/scenarios.md): changing it changes every generated scenario.
+// Precondition: g passes the rules load_scenario applies to "generate".
+BatchSpec generate_batch(const BatchGenerator& g, uint64_t seed);
+
+// Cache pages the batch occupies: sum over requests of ceil(seq_len / block_size).
+int64_t blocks_needed(const BatchSpec& b, int32_t block_size);
+
+// One gather call (SPEC 2): explicit starts over the batch's requests, or the chunked-context
+// gathers of dense prefill (one call per chunk, every request's chunk i starting at i * chunk_rows).
+struct GatherCase {
+  std::string name;
+  std::vector<int32_t> workspace_starts;             // [num_reqs]
+  std::optional<std::vector<int32_t>> seq_starts;    // [num_reqs]
+  int64_t num_rows = 0;
+  std::optional<int64_t> chunked_context_rows;       // set: the case is chunked context instead
+};
+
+// The mix of invalid entries written over generated top-k indices (fractions of all entries).
+struct InvalidMix {
+  double minus_one = 0.0;       // -1
+  double int_min = 0.0;         // INT32_MIN
+  double large_positive = 0.0;  // values near INT32_MAX
+  double past_table = 0.0;      // tok / B >= block-table width
+  double negative_block = 0.0;  // a logical block whose table entry is -1
+};
+
+enum class ConvertRows { kDecode, kAll };  // rows of indices: decode tokens only (prefills went dense), or all
+
+struct ConvertCase {
+  std::string name;
+  ConvertRows rows = ConvertRows::kAll;
+  InvalidMix invalid;
+  bool prefill_workspace = false;  // prefill tokens use the workspace mode
+  int32_t dcp_world_size = 1;      // > 1: one call per rank
+  int32_t dcp_interleave = 1;
+};
+
+// Attention settings (SPEC 4, 5, 8). Tolerance defaults are SPEC 8's starting points; the forward
+// and equivalence defaults are derived in docs/scenarios.md.
+struct AttentionTolerances {
+  Tolerance sparse_mqa{1e-3, 2.01 / 128, 5e-6};
+  Tolerance sparse_lse{1e-6, 8.01 / 65536, -1.0};
+  Tolerance dense_mha{1e-3, 8.01 / 128, 7e-6};
+  Tolerance dense_lse{1e-6, 8.01 / 65536, -1.0};
+  Tolerance forward{2e-3, 8.01 / 128, 2e-5};
+  Tolerance equivalence_from_cache{2e-3, 8.01 / 128, 2e-5};
+  Tolerance equivalence_bf16{3e-2, 0.5, 2e-3};
+  Tolerance dcp{1e-3, 3.01 / 128, 1e-5};
+};
+
+struct AttentionConfig {
+  bool force_sparse = false;       // route every token to sparse MQA
+  int64_t workspace_rows = 0;      // context gather workspace (rows); 0 = one chunk per request
+  int32_t dcp_world_size = 2;      // the dcp check: simulated ranks
+  int32_t dcp_interleave = 1;
+  AttentionTolerances tolerances;
+};
+
+inline constexpr const char* kGpuOnlyTag = "gpu-only";  // too large for the host backend
+
+struct Scenario {
+  std::string name;
+  std::string file;         // path it was loaded from (for errors and repro lines)
+  std::string description;
+  std::vector<std::string> tags;
+  uint64_t seed = 1;
+  ModelDims model;
+  CacheConfig cache;
+  BlockTableConfig block_table;
+  BatchSpec batch;
+  std::optional<BatchGenerator> generator;  // set when the batch was generated (batch holds the result)
+  std::vector<GatherCase> gathers;
+  std::vector<ConvertCase> converts;
+  std::vector<CheckKind> checks;
+  AttentionConfig attention;
+  bool gpu_only() const;
+};
+
+struct ScenarioError {
+  std::string file;
+  std::string json_path;  // e.g. "/batch/seq_lens/3"
+  std::string problem;
+  std::string to_string() const;  // "FILE: at JSON_PATH: PROBLEM" ("FILE: PROBLEM" when the path is "")
+};
+
+// The rules between fields (lengths, query_len <= seq_len, workspace starts against the batch,
+// pool size, DCP interleave, decode-row cases), for a Scenario loaded or built in code. Paths
+// point at the fields as the file would spell them. num_blocks == 0 counts as automatic.
+std::optional<ScenarioError> validate_scenario(const Scenario& s);
+
+// Parse and validate one file. seed_override replaces the file's seed (mla-check --seed).
+std::variant<Scenario, ScenarioError> load_scenario(const std::string& path,
+                                                    std::optional<uint64_t> seed_override = std::nullopt);
+
+// The shipped suite: every *.json under dir, sorted by path.
+std::vector<std::string> list_scenario_files(const std::string& dir);
+
+}  // namespace mla

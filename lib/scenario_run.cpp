@@ -1,0 +1,98 @@
+#include "lib/scenario_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+
+#include "lib/batch.h"
+#include "lib/attention_data.h"
+#include "lib/checks/attention_check_context.h"
+#include "lib/checks/check_context.h"
+#include "lib/kv_cache_spec.h"
+
+namespace mla {
+
+namespace {
+
+CheckResult skipped(CheckKind k, std::string reason) {
+  CheckResult r;
+  r.id = r.check = to_string(k);
+  r.verdict = Verdict::kSkip;
+  r.reason = std::move(reason);
+  return r;
+}
+
+bool is_attention_check(CheckKind k) {
+  return k == CheckKind::kSparseMqa || k == CheckKind::kDenseMha || k == CheckKind::kForward ||
+         k == CheckKind::kEquivalence || k == CheckKind::kDcp || k == CheckKind::kDeterminism;
+}
+
+}  // namespace
+
+Verdict scenario_verdict(const ScenarioResult& r) {
+  Verdict v = r.error.empty() ? Verdict::kPass : Verdict::kError;
+  bool any_pass = false, any = false;
+  for (const auto& c : r.checks) {
+    any = true;
+    any_pass = any_pass || c.verdict == Verdict::kPass;
+    if (c.verdict != Verdict::kSkip) v = worst(v, c.verdict);
+  }
+  // All checks skipped: the scenario itself is SKIP, not PASS.
+  if (r.error.empty() && any && !any_pass && v == Verdict::kPass) v = Verdict::kSkip;
+  return v;
+}
+
+ScenarioResult run_scenario(const Scenario& s, Backend& backend, Injection injection) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ScenarioResult res;
+  res.name = s.name;
+  res.file = s.file;
+  try {
+    const bool host = backend.info().name == "host";
+    if (host && s.gpu_only()) {
+      for (CheckKind k : s.checks)
+        res.checks.push_back(skipped(k, std::string("tagged ") + kGpuOnlyTag +
+                                            ": too large for the host backend; run it with --backend cuda"));
+      res.verdict = scenario_verdict(res);
+      return res;
+    }
+    const Batch batch = materialise(s);
+    const bool ds_mla = canonical_sparse_cache_dtype(s.cache.dtype).value_or("") == "fp8_ds_mla";
+    const bool attention = std::any_of(s.checks.begin(), s.checks.end(), is_attention_check);
+    const CacheData data = ds_mla ? make_cache_data(s, batch, /*large_tiles=*/!attention) : CacheData{};
+    const CheckContext ctx{backend, s, batch, injection, data};
+    const AttentionData attn = attention && ds_mla ? make_attention_data(s, batch, data) : AttentionData{};
+    const AttentionCheckContext actx{backend, s, batch, injection, data, attn};
+    for (CheckKind k : s.checks) {
+      std::vector<CheckResult> rs;
+      const bool needs_cache = k != CheckKind::kConvert && k != CheckKind::kLayout;
+      if (needs_cache && !ds_mla) {
+        rs.push_back(skipped(k, "cache dtype '" + s.cache.dtype +
+                                    "' is not fp8_ds_mla; the kernels under test read and write fp8_ds_mla"));
+      } else if (is_attention_check(k) && !backend.supports_attention()) {
+        rs.push_back(skipped(k, "the " + backend.info().name + " backend has no attention kernels"));
+      } else {
+        switch (k) {
+          case CheckKind::kPack: rs = run_pack_check(ctx); break;
+          case CheckKind::kGather: rs = run_gather_checks(ctx); break;
+          case CheckKind::kConvert: rs = run_convert_checks(ctx); break;
+          case CheckKind::kLayout: rs = run_layout_check(ctx); break;
+          case CheckKind::kSparseMqa: rs = run_sparse_mqa_check(actx); break;
+          case CheckKind::kDenseMha: rs = run_dense_mha_check(actx); break;
+          case CheckKind::kForward: rs = run_forward_check(actx); break;
+          case CheckKind::kEquivalence: rs = run_equivalence_check(actx); break;
+          case CheckKind::kDcp: rs = run_dcp_check(actx); break;
+          case CheckKind::kDeterminism: rs = run_determinism_check(actx); break;
+        }
+      }
+      for (auto& r : rs) res.checks.push_back(std::move(r));
+    }
+  } catch (const std::exception& e) {
+    res.error = e.what();
+  }
+  res.verdict = scenario_verdict(res);
+  res.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace mla

@@ -1,0 +1,30 @@
+// Running one scenario on one backend: materialise the batch, generate the data, run the checks
+// the scenario asks for, collect verdicts. Never throws: every failure becomes an ERROR.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "lib/injection.h"
+#include "lib/scenario.h"
+#include "lib/verdict.h"
+
+namespace mla {
+
+struct ScenarioResult {
+  std::string name;
+  std::string file;
+  Verdict verdict = Verdict::kPass;
+  std::string error;   // set when the scenario could not run at all (load error, crash, timeout)
+  std::string repro;   // a command line that runs this scenario alone
+  double duration_s = 0.0;
+  std::vector<CheckResult> checks;
+};
+
+ScenarioResult run_scenario(const Scenario& s, Backend& backend, Injection injection);
+
+// The worst verdict of the checks (and ERROR when error is set).
+Verdict scenario_verdict(const ScenarioResult& r);
+
+}  // namespace mla

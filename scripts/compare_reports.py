@@ -1,0 +1,860 @@
+#!/usr/bin/env python3
+"""Compare two mla-check reports, or two mla-bench (Google Benchmark) JSON outputs.
+
+Prints only what changed between BASE and NEW, as a table, and a one-line summary; the exit code
+says whether anything regressed. The rules are in the --help text below and in
+docs/report-format.md. Standard library only (Python 3.11).
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import json
+import math
+import os
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, NoReturn
+
+REPORT_SCHEMA = "mla-harness.report/1"
+
+EXIT_OK = 0
+EXIT_REGRESSION = 1  # reports: a verdict, a missing check, or (with --fail-on-drift) a metric regressed
+EXIT_PERF_REGRESSION = 2  # benchmark files: a slowdown beyond noise
+EXIT_BAD_INVOCATION = 3  # missing/unreadable file, invalid JSON, schema mismatch, mixed kinds, bad option
+
+# Verdicts from best to worst. The last four mean that a check failed.
+VERDICTS = ("PASS", "SKIP", "FAIL", "NONFINITE", "OOB", "ERROR")
+VERDICT_RANK = {verdict: rank for rank, verdict in enumerate(VERDICTS)}
+FAILING_VERDICTS = frozenset(("FAIL", "NONFINITE", "OOB", "ERROR"))
+
+# Error metrics watched for drift: these, and any metric whose name ends in "_err".
+DRIFT_METRICS = frozenset(("max_abs_err", "max_rel_err", "cos_diff"))
+# Counters that are 0 in a clean check; 0 -> >0 is a regression even without a verdict change.
+ZERO_EXPECTED_COUNTERS = (
+    "mismatches",
+    "nonfinite_mismatches",
+    "guard_bytes_changed",
+    "untouched_bytes_changed",
+)
+
+TIME_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+DETAIL_WIDTH = 96  # the table truncates longer details; --json keeps them whole
+
+
+class BadInput(Exception):
+    """Anything that makes the comparison impossible; ends the run with EXIT_BAD_INVOCATION."""
+
+
+class Kind(enum.Enum):
+    REPORT = "mla-check report"
+    BENCHMARK = "Google Benchmark output"
+
+
+class Severity(enum.IntEnum):
+    """How a finding counts; the table lists findings in this order."""
+
+    REGRESSION = 0
+    WARNING = 1
+    IMPROVED = 2
+    INFO = 3
+
+
+@dataclass(frozen=True)
+class Options:
+    allow_missing: bool = False
+    strict_skip: bool = False
+    fail_on_drift: bool = False
+    drift_rel: float = 2.0
+    drift_abs: float = 1e-6
+    perf_floor: float = 0.05
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of the table: something that changed between BASE and NEW."""
+
+    severity: Severity
+    category: str  # verdict, missing, added, drift, counter, performance, error
+    subject: tuple[str, ...]  # (scenario, check) for reports, (benchmark,) for benchmark files
+    change: str
+    detail: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Comparison:
+    kind: Kind
+    subject_columns: tuple[str, ...]
+    findings: list[Finding]
+    compared: dict[str, int]  # what was compared, for the summary line and --json
+    compared_text: str
+    headers: list[str] = field(default_factory=list)  # one line per input: what it is
+    notes: list[str] = field(default_factory=list)  # caveats about the comparison itself
+    outcome: str = ""  # extra words for the summary line (the run verdicts of two reports)
+
+    def count(self, severity: Severity) -> int:
+        return sum(1 for finding in self.findings if finding.severity is severity)
+
+    @property
+    def exit_code(self) -> int:
+        if self.count(Severity.REGRESSION) == 0:
+            return EXIT_OK
+        return EXIT_REGRESSION if self.kind is Kind.REPORT else EXIT_PERF_REGRESSION
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+
+
+def load_json(path: Path, role: str) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"{role} file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise BadInput(f"cannot read {role} file {path}: {error}") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise BadInput(
+            f"{role} file {path} is not valid JSON: {error.msg} "
+            f"(line {error.lineno}, column {error.colno})"
+        ) from None
+    if not isinstance(document, dict):
+        raise BadInput(f"{role} file {path} does not hold a JSON object")
+    return document
+
+
+def detect_kind(document: dict[str, Any], role: str, path: Path) -> Kind:
+    if "schema" in document:
+        return Kind.REPORT
+    if "benchmarks" in document and "context" in document:
+        return Kind.BENCHMARK
+    raise BadInput(
+        f"{role} file {path} is neither an mla-check report (no \"schema\") nor a "
+        f"Google Benchmark output (no \"benchmarks\" and \"context\")"
+    )
+
+
+def require(container: dict[str, Any], key: str, kind: type, where: str) -> Any:
+    """container[key], which must exist and be a `kind`; a BadInput naming `where` otherwise."""
+    if key not in container:
+        raise BadInput(f"{where}: missing \"{key}\"")
+    value = container[key]
+    if not isinstance(value, kind):
+        raise BadInput(f"{where}: \"{key}\" must be a {kind.__name__}, not {type(value).__name__}")
+    return value
+
+
+def as_number(value: Any) -> float | None:
+    """A finite number as float; None for null, NaN, infinities, booleans and anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def as_count(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# mla-check reports
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    verdict: str
+    reason: str | None
+    metrics: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    verdict: str
+    error: str | None
+    checks: dict[str, Check]  # by id, in report order
+
+
+@dataclass(frozen=True)
+class Report:
+    path: Path
+    provenance: dict[str, Any]
+    verdict: str | None
+    scenarios: dict[str, Scenario]  # by name, in report order
+
+    @property
+    def check_count(self) -> int:
+        return sum(len(scenario.checks) for scenario in self.scenarios.values())
+
+
+def parse_verdict(value: Any, where: str) -> str:
+    if value not in VERDICT_RANK:
+        raise BadInput(f"{where}: unknown verdict {value!r} (expected one of {', '.join(VERDICTS)})")
+    return value
+
+
+def parse_check(raw: Any, where: str) -> Check:
+    if not isinstance(raw, dict):
+        raise BadInput(f"{where}: a check must be a JSON object")
+    check_id = require(raw, "id", str, where)
+    where = f"{where} (check {check_id!r})"
+    metrics = raw.get("metrics") or {}
+    if not isinstance(metrics, dict):
+        raise BadInput(f"{where}: \"metrics\" must be an object")
+    return Check(
+        id=check_id,
+        verdict=parse_verdict(raw.get("verdict"), where),
+        reason=raw.get("reason") if isinstance(raw.get("reason"), str) else None,
+        metrics=metrics,
+    )
+
+
+def parse_scenario(raw: Any, where: str) -> Scenario:
+    if not isinstance(raw, dict):
+        raise BadInput(f"{where}: a scenario must be a JSON object")
+    name = require(raw, "name", str, where)
+    where = f"{where} (scenario {name!r})"
+    checks: dict[str, Check] = {}
+    for index, raw_check in enumerate(require(raw, "checks", list, where)):
+        check = parse_check(raw_check, f"{where}, checks[{index}]")
+        if check.id in checks:
+            raise BadInput(f"{where}: duplicate check id {check.id!r}")
+        checks[check.id] = check
+    return Scenario(
+        name=name,
+        verdict=parse_verdict(raw.get("verdict"), where),
+        error=raw.get("error") if isinstance(raw.get("error"), str) else None,
+        checks=checks,
+    )
+
+
+def parse_report(document: dict[str, Any], role: str, path: Path) -> Report:
+    where = f"{role} report {path}"
+    scenarios: dict[str, Scenario] = {}
+    for index, raw in enumerate(require(document, "scenarios", list, where)):
+        scenario = parse_scenario(raw, f"{where}: scenarios[{index}]")
+        if scenario.name in scenarios:
+            raise BadInput(f"{where}: duplicate scenario name {scenario.name!r}")
+        scenarios[scenario.name] = scenario
+    provenance = document.get("provenance")
+    summary = document.get("summary")
+    verdict = summary.get("verdict") if isinstance(summary, dict) else None
+    return Report(
+        path=path,
+        provenance=provenance if isinstance(provenance, dict) else {},
+        verdict=verdict if verdict in VERDICT_RANK else None,
+        scenarios=scenarios,
+    )
+
+
+def check_schemas(base: dict[str, Any], new: dict[str, Any]) -> None:
+    base_schema, new_schema = base.get("schema"), new.get("schema")
+    if base_schema != new_schema:
+        raise BadInput(f"schema mismatch: BASE is {base_schema!r}, NEW is {new_schema!r}")
+    if base_schema != REPORT_SCHEMA:
+        raise BadInput(f"unsupported schema {base_schema!r}; this script reads {REPORT_SCHEMA!r}")
+
+
+def classify_verdict_change(base: str, new: str, options: Options) -> Severity | None:
+    """None when unchanged. Worse and failing -> REGRESSION; PASS -> SKIP -> WARNING (or, with
+    --strict-skip, REGRESSION); better -> IMPROVED."""
+    if base == new:
+        return None
+    if VERDICT_RANK[new] < VERDICT_RANK[base]:
+        return Severity.IMPROVED
+    if new in FAILING_VERDICTS:
+        return Severity.REGRESSION
+    return Severity.REGRESSION if options.strict_skip else Severity.WARNING  # PASS -> SKIP
+
+
+def verdict_finding(
+    subject: tuple[str, str], base: str, new: str, detail: str, options: Options
+) -> Finding | None:
+    severity = classify_verdict_change(base, new, options)
+    if severity is None:
+        return None
+    if severity is Severity.REGRESSION and new == "SKIP":
+        detail = f"{detail}; a regression because of --strict-skip".lstrip("; ")
+    return Finding(
+        severity, "verdict", subject, f"{base} -> {new}", detail,
+        {"base_verdict": base, "new_verdict": new},
+    )
+
+
+def missing_finding(subject: tuple[str, str], what: str, verdict: str, options: Options) -> Finding:
+    if options.allow_missing:
+        return Finding(
+            Severity.WARNING, "missing", subject, "missing in NEW",
+            f"{what} was {verdict}; allowed by --allow-missing", {"base_verdict": verdict},
+        )
+    return Finding(
+        Severity.REGRESSION, "missing", subject, "missing in NEW", f"{what} was {verdict}",
+        {"base_verdict": verdict},
+    )
+
+
+def added_finding(subject: tuple[str, str], what: str, verdict: str) -> Finding:
+    # Info, unless the newcomer fails: worth a look, though not a regression against BASE.
+    severity = Severity.WARNING if verdict in FAILING_VERDICTS else Severity.INFO
+    return Finding(
+        severity, "added", subject, "added in NEW", f"{what}, {verdict}", {"new_verdict": verdict}
+    )
+
+
+def is_drift_metric(name: str) -> bool:
+    return name in DRIFT_METRICS or name.endswith("_err")
+
+
+def drift_findings(
+    subject: tuple[str, str], base: dict[str, Any], new: dict[str, Any], options: Options
+) -> Iterable[Finding]:
+    """An error metric that grew by more than --drift-rel (relative) AND --drift-abs (absolute).
+    Null (NaN) on either side is not compared: the verdict says what NaN means."""
+    for name, new_raw in new.items():
+        if not is_drift_metric(name):
+            continue
+        old_value, new_value = as_number(base.get(name)), as_number(new_raw)
+        if old_value is None or new_value is None:
+            continue
+        grew_absolute = new_value - old_value > options.drift_abs
+        grew_relative = new_value > old_value * (1.0 + options.drift_rel)
+        if not (grew_absolute and grew_relative):
+            continue
+        severity = Severity.REGRESSION if options.fail_on_drift else Severity.WARNING
+        ratio = f" (x{new_value / old_value:.3g})" if old_value > 0 else ""
+        yield Finding(
+            severity, "drift", subject,
+            f"{name} {format_number(old_value)} -> {format_number(new_value)}{ratio}",
+            f"over {1.0 + options.drift_rel:g}x BASE and +{options.drift_abs:g}",
+            {"metric": name, "base_value": old_value, "new_value": new_value},
+        )
+
+
+def counter_findings(
+    subject: tuple[str, str], base: dict[str, Any], new: dict[str, Any]
+) -> Iterable[Finding]:
+    """Counters that must stay 0 (mismatches, guard bytes, ...) and inputs_modified."""
+    for name in ZERO_EXPECTED_COUNTERS:
+        old_count, new_count = as_count(base.get(name)), as_count(new.get(name))
+        if old_count == 0 and new_count is not None and new_count > 0:
+            yield Finding(
+                Severity.REGRESSION, "counter", subject, f"{name} 0 -> {new_count}", "",
+                {"metric": name, "base_value": 0, "new_value": new_count},
+            )
+    if base.get("inputs_modified") is False and new.get("inputs_modified") is True:
+        yield Finding(
+            Severity.REGRESSION, "counter", subject, "inputs_modified false -> true",
+            "the kernel wrote to an input", {"metric": "inputs_modified"},
+        )
+
+
+def compare_check(scenario: str, base: Check, new: Check, options: Options) -> list[Finding]:
+    subject = (scenario, base.id)
+    detail = new.reason or (f"was: {base.reason}" if base.reason else "")
+    verdict = verdict_finding(subject, base.verdict, new.verdict, detail, options)
+    findings = [verdict] if verdict else []
+    if verdict is None or verdict.severity is not Severity.REGRESSION:
+        # A regressed verdict already says it all; otherwise the metrics may tell more.
+        findings += counter_findings(subject, base.metrics, new.metrics)
+        findings += drift_findings(subject, base.metrics, new.metrics, options)
+    return findings
+
+
+def compare_scenario(base: Scenario, new: Scenario, options: Options) -> list[Finding]:
+    findings: list[Finding] = []
+    for check_id, base_check in base.checks.items():
+        new_check = new.checks.get(check_id)
+        if new_check is None:
+            findings.append(missing_finding((base.name, check_id), "check", base_check.verdict, options))
+        else:
+            findings += compare_check(base.name, base_check, new_check, options)
+    for check_id, new_check in new.checks.items():
+        if check_id not in base.checks:
+            findings.append(added_finding((base.name, check_id), "check", new_check.verdict))
+
+    # The scenario's own verdict gets a line only when no check explains it (a crashed scenario
+    # has no checks, an error before the first check has no check to blame).
+    explained = any(f.data.get("new_verdict") == new.verdict for f in findings if f.category == "verdict")
+    if not explained:
+        detail = new.error or (f"was: {base.error}" if base.error else "")
+        scenario_line = verdict_finding((base.name, "(scenario)"), base.verdict, new.verdict, detail, options)
+        if scenario_line:
+            findings.insert(0, scenario_line)
+    return findings
+
+
+def describe_provenance(role: str, report: Report) -> str:
+    p = report.provenance
+    tool = " ".join(str(p[key]) for key in ("tool", "version") if p.get(key)) or "unknown tool"
+    revision = f" ({p['git_revision']})" if p.get("git_revision") else ""
+    where = ", ".join(str(p[key]) for key in ("backend", "device", "started_at") if p.get(key))
+    return f"{role:<4}  {report.path}: {tool}{revision}" + (f", {where}" if where else "")
+
+
+def provenance_notes(base: Report, new: Report) -> list[str]:
+    notes = []
+    base_backend, new_backend = base.provenance.get("backend"), new.provenance.get("backend")
+    if base_backend and new_backend and base_backend != new_backend:
+        notes.append(f"BASE ran on the {base_backend} backend, NEW on {new_backend}")
+    for role, report in (("BASE", base), ("NEW", new)):
+        if report.provenance.get("injection"):
+            notes.append(f"{role} ran with --inject {report.provenance['injection']}")
+        if report.provenance.get("seed_override") is not None:
+            notes.append(f"{role} ran with a seed override ({report.provenance['seed_override']})")
+    return notes
+
+
+def compare_reports(base: Report, new: Report, options: Options) -> Comparison:
+    findings: list[Finding] = []
+    compared_scenarios = compared_checks = 0
+    for name, base_scenario in base.scenarios.items():
+        new_scenario = new.scenarios.get(name)
+        if new_scenario is None:
+            findings.append(missing_finding((name, "(scenario)"), "scenario", base_scenario.verdict, options))
+            continue
+        compared_scenarios += 1
+        compared_checks += sum(1 for check_id in base_scenario.checks if check_id in new_scenario.checks)
+        findings += compare_scenario(base_scenario, new_scenario, options)
+    for name, new_scenario in new.scenarios.items():
+        if name not in base.scenarios:
+            findings.append(added_finding((name, "(scenario)"), "scenario", new_scenario.verdict))
+
+    outcome = ""
+    if base.verdict and new.verdict:
+        outcome = f"run verdict {base.verdict}" + (
+            f" -> {new.verdict}" if new.verdict != base.verdict else " (unchanged)"
+        )
+    return Comparison(
+        kind=Kind.REPORT,
+        subject_columns=("SCENARIO", "CHECK"),
+        findings=findings,
+        compared={"scenarios": compared_scenarios, "checks": compared_checks},
+        compared_text=f"{plural(compared_scenarios, 'scenario')} and "
+        f"{plural(compared_checks, 'check')} compared",
+        headers=[describe_provenance("BASE", base), describe_provenance("NEW", new)],
+        notes=provenance_notes(base, new),
+        outcome=outcome,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Google Benchmark outputs
+
+
+@dataclass(frozen=True)
+class BenchTiming:
+    """One benchmark (one run_name) of one file, reduced to a centre and a spread."""
+
+    name: str
+    center_ns: float
+    spread_ns: float
+    source: str  # how center_ns was obtained: "median aggregate", "mean of 3 iterations", ...
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class BenchFile:
+    path: Path
+    context: dict[str, Any]
+    timings: dict[str, BenchTiming]  # by run_name, in file order
+
+
+def run_type(entry: dict[str, Any]) -> str:
+    # Old Google Benchmark versions write no run_type; aggregates still carry aggregate_name.
+    return entry.get("run_type") or ("aggregate" if "aggregate_name" in entry else "iteration")
+
+
+def real_time_ns(entry: dict[str, Any], where: str) -> float:
+    value = as_number(entry.get("real_time"))
+    if value is None:
+        raise BadInput(f"{where}: \"real_time\" is missing or not a finite number")
+    unit = entry.get("time_unit", "ns")
+    if unit not in TIME_UNIT_NS:
+        raise BadInput(f"{where}: unknown time_unit {unit!r} (expected one of {', '.join(TIME_UNIT_NS)})")
+    return value * TIME_UNIT_NS[unit]
+
+
+def reduce_runs(name: str, entries: list[dict[str, Any]], where: str) -> BenchTiming:
+    """Median aggregate if present, else the mean of the iterations (else the mean aggregate).
+    Spread: the stddev aggregate, else half the range of the iterations, else 0."""
+    errors = [entry.get("error_message") or "error" for entry in entries if entry.get("error_occurred")]
+    if errors:
+        return BenchTiming(name, math.nan, math.nan, "error", error=str(errors[0]))
+    iterations = [real_time_ns(e, f"{where} {e['name']!r}") for e in entries if run_type(e) == "iteration"]
+    aggregates = {e.get("aggregate_name"): e for e in entries if run_type(e) == "aggregate"}
+
+    if "median" in aggregates:
+        center, source = real_time_ns(aggregates["median"], f"{where} {name!r} median"), "median aggregate"
+    elif iterations:
+        center, source = sum(iterations) / len(iterations), f"mean of {plural(len(iterations), 'iteration')}"
+    elif "mean" in aggregates:
+        center, source = real_time_ns(aggregates["mean"], f"{where} {name!r} mean"), "mean aggregate"
+    else:
+        raise BadInput(f"{where}: benchmark {name!r} has no median, mean or iteration timing")
+
+    if "stddev" in aggregates:
+        spread = real_time_ns(aggregates["stddev"], f"{where} {name!r} stddev")
+    elif len(iterations) >= 2:
+        spread = (max(iterations) - min(iterations)) / 2.0
+    else:
+        spread = 0.0
+    return BenchTiming(name, center, spread, source)
+
+
+def parse_benchmarks(document: dict[str, Any], role: str, path: Path) -> BenchFile:
+    where = f"{role} file {path}"
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for index, entry in enumerate(require(document, "benchmarks", list, where)):
+        if not isinstance(entry, dict):
+            raise BadInput(f"{where}: benchmarks[{index}] is not an object")
+        name = require(entry, "name", str, f"{where}: benchmarks[{index}]")
+        run_name = entry.get("run_name") if isinstance(entry.get("run_name"), str) else name
+        groups.setdefault(run_name, []).append(entry)
+    context = document.get("context")
+    return BenchFile(
+        path=path,
+        context=context if isinstance(context, dict) else {},
+        timings={name: reduce_runs(name, entries, where) for name, entries in groups.items()},
+    )
+
+
+def compare_timing(base: BenchTiming, new: BenchTiming, options: Options) -> Finding | None:
+    """A slowdown is a regression only beyond max(spread BASE, spread NEW, floor x BASE)."""
+    subject = (base.name,)
+    if base.error or new.error:
+        role, error = ("NEW", new.error) if new.error else ("BASE", base.error)
+        return Finding(Severity.WARNING, "error", subject, f"error in {role}", error or "")
+    delta = new.center_ns - base.center_ns
+    limit = max(base.spread_ns, new.spread_ns, options.perf_floor * base.center_ns)
+    if abs(delta) <= limit:
+        return None
+    relative = delta / base.center_ns if base.center_ns > 0 else math.inf
+    slower = delta > 0
+    data = {
+        "base_ns": base.center_ns, "new_ns": new.center_ns, "delta_ns": delta,
+        "relative": relative if math.isfinite(relative) else None, "limit_ns": limit,
+        "base_spread_ns": base.spread_ns, "new_spread_ns": new.spread_ns,
+        "base_source": base.source, "new_source": new.source,
+    }
+    return Finding(
+        Severity.REGRESSION if slower else Severity.IMPROVED,
+        "performance",
+        subject,
+        f"{format_time(base.center_ns)} -> {format_time(new.center_ns)} ({format_percent(relative)})",
+        f"{'slower' if slower else 'faster'} beyond ±{format_time(limit)} "
+        f"(spread {format_time(base.spread_ns)} / {format_time(new.spread_ns)}, "
+        f"floor {options.perf_floor:.0%})",
+        data,
+    )
+
+
+def describe_context(role: str, bench: BenchFile) -> str:
+    c = bench.context
+    parts = [str(c[key]) for key in ("executable", "host_name", "date") if c.get(key)]
+    return f"{role:<4}  {bench.path}: " + (", ".join(parts) or "no context")
+
+
+def compare_benchmarks(base: BenchFile, new: BenchFile, options: Options) -> Comparison:
+    findings: list[Finding] = []
+    compared = within_noise = 0
+    for name, base_timing in base.timings.items():
+        new_timing = new.timings.get(name)
+        if new_timing is None:
+            findings.append(Finding(Severity.INFO, "missing", (name,), "only in BASE"))
+            continue
+        compared += 1
+        finding = compare_timing(base_timing, new_timing, options)
+        if finding is None:
+            within_noise += 1
+        else:
+            findings.append(finding)
+    for name in new.timings:
+        if name not in base.timings:
+            findings.append(Finding(Severity.INFO, "added", (name,), "only in NEW"))
+
+    notes = []
+    base_host, new_host = base.context.get("host_name"), new.context.get("host_name")
+    if base_host and new_host and base_host != new_host:
+        notes.append(f"BASE ran on {base_host}, NEW on {new_host}")
+    return Comparison(
+        kind=Kind.BENCHMARK,
+        subject_columns=("BENCHMARK",),
+        findings=findings,
+        compared={"benchmarks": compared, "within_noise": within_noise},
+        compared_text=f"{plural(compared, 'benchmark')} compared, {within_noise} within noise",
+        headers=[describe_context("BASE", base), describe_context("NEW", new)],
+        notes=notes,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Output
+
+
+def plural(count: int, word: str, word_plural: str | None = None) -> str:
+    return f"{count} {word if count == 1 else (word_plural or word + 's')}"
+
+
+def format_number(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def format_percent(fraction: float) -> str:
+    return "n/a" if not math.isfinite(fraction) else f"{fraction:+.1%}"
+
+
+def format_time(nanoseconds: float) -> str:
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if abs(nanoseconds) >= scale:
+            return f"{nanoseconds / scale:.3g} {unit}"
+    return f"{nanoseconds:.3g} ns"
+
+
+def truncate(text: str, width: int) -> str:
+    text = " ".join(text.split())  # one line, whatever the message held
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def render_table(comparison: Comparison) -> str:
+    header = ("", *comparison.subject_columns, "CHANGE", "DETAIL")
+    rows = [
+        (f.severity.name, *f.subject, f.change, truncate(f.detail, DETAIL_WIDTH))
+        for f in sorted(comparison.findings, key=lambda f: f.severity)  # stable: report order kept
+    ]
+    widths = [max(len(row[column]) for row in (header, *rows)) for column in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in (header, *rows)]
+    return "\n".join(lines)
+
+
+def summary_line(comparison: Comparison) -> str:
+    counts = ", ".join(
+        (
+            plural(comparison.count(Severity.REGRESSION), "regression"),
+            plural(comparison.count(Severity.WARNING), "warning"),
+            plural(comparison.count(Severity.IMPROVED), "improvement"),
+            f"{comparison.count(Severity.INFO)} info",
+        )
+    )
+    outcome = f"; {comparison.outcome}" if comparison.outcome else ""
+    result = "REGRESSION" if comparison.exit_code != EXIT_OK else "OK"
+    return f"{comparison.compared_text}: {counts}{outcome}. {result} (exit {comparison.exit_code})."
+
+
+def render(comparison: Comparison) -> str:
+    parts = list(comparison.headers)
+    parts += [f"note: {note}" for note in comparison.notes]
+    parts.append("")
+    parts.append(render_table(comparison) if comparison.findings else "No changes.")
+    parts.append("")
+    parts.append(summary_line(comparison))
+    return "\n".join(parts)
+
+
+def json_safe(value: Any) -> Any:
+    """JSON has no NaN or infinity: write null, as the reports do."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    return value
+
+
+def comparison_json(comparison: Comparison, base: Path, new: Path, options: Options) -> dict[str, Any]:
+    columns = [column.lower() for column in comparison.subject_columns]
+    return json_safe(
+        {
+            "schema": "mla-harness.comparison/1",
+            "kind": "report" if comparison.kind is Kind.REPORT else "benchmark",
+            "base": str(base),
+            "new": str(new),
+            "options": asdict(options),
+            "exit_code": comparison.exit_code,
+            "compared": comparison.compared,
+            "counts": {severity.name.lower(): comparison.count(severity) for severity in Severity},
+            "outcome": comparison.outcome or None,
+            "notes": comparison.notes,
+            "findings": [
+                {
+                    "severity": f.severity.name,
+                    "category": f.category,
+                    **dict(zip(columns, f.subject)),
+                    "change": f.change,
+                    "detail": f.detail or None,
+                    **f.data,
+                }
+                for f in sorted(comparison.findings, key=lambda f: f.severity)
+            ],
+        }
+    )
+
+
+def write_json_atomically(path: Path, document: dict[str, Any]) -> None:
+    """Temp file in the same folder, then rename: a reader never sees half a file."""
+    try:
+        descriptor, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as error:
+        raise BadInput(f"cannot write --json file {path}: {error}") from None
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            json.dump(document, handle, indent=2, allow_nan=False)
+            handle.write("\n")
+        os.replace(temp_name, path)
+    except OSError as error:
+        Path(temp_name).unlink(missing_ok=True)
+        raise BadInput(f"cannot write --json file {path}: {error}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Command line
+
+DESCRIPTION = """\
+Compare two mla-check reports (schema "mla-harness.report/1"), or two Google Benchmark JSON
+outputs of mla-bench (--benchmark_out=F --benchmark_out_format=json), and print what changed.
+The kind is detected from the content: "schema" means a report, "benchmarks" plus "context" a
+benchmark file. Both files must be of the same kind (and, for reports, the same schema)."""
+
+EPILOG = f"""\
+reports
+  Checks are keyed by (scenario name, check id). Verdicts, best to worst:
+  {', '.join(VERDICTS)}.
+  REGRESSION  a check's verdict became FAIL, NONFINITE, OOB or ERROR from PASS/SKIP, or got
+              worse within those four; a scenario or check of BASE is missing in NEW (a warning
+              with --allow-missing); a counter that was 0 (mismatches, nonfinite_mismatches,
+              guard_bytes_changed, untouched_bytes_changed) became >0, or inputs_modified became
+              true; metric drift with --fail-on-drift.
+  WARNING     PASS -> SKIP (a regression with --strict-skip); metric drift: an error metric
+              (max_abs_err, max_rel_err, cos_diff, any *_err) with NEW > BASE * (1 + --drift-rel)
+              and NEW - BASE > --drift-abs. Null (NaN) metrics are not compared. A scenario or
+              check added in NEW with a failing verdict.
+  IMPROVED    a verdict got better (FAIL -> PASS, SKIP -> PASS, ERROR -> FAIL, ...).
+  INFO        a scenario or check added in NEW.
+  A scenario's own verdict is listed only when none of its checks accounts for it (a crash, an
+  error before the first check). Metrics are not examined for checks whose verdict regressed.
+
+benchmark files
+  Benchmarks are keyed by run_name. Each is reduced to a centre (the median aggregate's
+  real_time, else the mean of its iterations) and a spread (the stddev aggregate, else half the
+  range of the iterations, else 0), in a common time unit. NEW is a performance REGRESSION when
+    new - base > max(spread BASE, spread NEW, --perf-floor * base).
+  A speed-up beyond the same limit is listed as IMPROVED and never fails. A benchmark that
+  reports an error is a WARNING; one present in only one file is INFO. User counters are not
+  compared.
+
+output
+  A table of the changes only (regressions first), then one summary line. --json OUT also writes
+  the comparison as JSON (written atomically: temp file + rename).
+
+exit codes
+  {EXIT_OK}  no regression
+  {EXIT_REGRESSION}  reports: a regression
+  {EXIT_PERF_REGRESSION}  benchmark files: a performance regression
+  {EXIT_BAD_INVOCATION}  bad invocation: missing or unreadable file, invalid JSON, schema mismatch, a
+     report compared with a benchmark file, a malformed document, a bad option
+
+See docs/report-format.md for the report format."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse exits 2 on a usage error; 2 means a performance regression here."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_BAD_INVOCATION, f"{self.prog}: error: {message}\n")
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0: {text!r}")
+    return value
+
+
+def build_parser() -> ArgumentParser:
+    defaults = Options()
+    parser = ArgumentParser(
+        prog="compare_reports.py",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("base", metavar="BASE", type=Path, help="the reference file (e.g. from the main branch)")
+    parser.add_argument("new", metavar="NEW", type=Path, help="the file under review")
+    parser.add_argument("--json", metavar="OUT", type=Path, help="also write the comparison as JSON to OUT")
+
+    reports = parser.add_argument_group("reports")
+    reports.add_argument("--allow-missing", action="store_true",
+                         help="a scenario or check missing in NEW is a warning, not a regression")
+    reports.add_argument("--strict-skip", action="store_true",
+                         help="PASS -> SKIP is a regression, not a warning")
+    reports.add_argument("--fail-on-drift", action="store_true",
+                         help="metric drift is a regression, not a warning")
+    reports.add_argument("--drift-rel", metavar="R", type=non_negative_float, default=defaults.drift_rel,
+                         help="drift needs NEW > BASE * (1 + R) (default: %(default)g)")
+    reports.add_argument("--drift-abs", metavar="A", type=non_negative_float, default=defaults.drift_abs,
+                         help="drift also needs NEW - BASE > A (default: %(default)g)")
+
+    benchmarks = parser.add_argument_group("benchmark files")
+    benchmarks.add_argument("--perf-floor", metavar="F", type=non_negative_float, default=defaults.perf_floor,
+                            help="smallest slowdown that can count, relative to BASE (default: %(default)g)")
+    return parser
+
+
+def options_from(arguments: argparse.Namespace) -> Options:
+    return Options(
+        allow_missing=arguments.allow_missing,
+        strict_skip=arguments.strict_skip,
+        fail_on_drift=arguments.fail_on_drift,
+        drift_rel=arguments.drift_rel,
+        drift_abs=arguments.drift_abs,
+        perf_floor=arguments.perf_floor,
+    )
+
+
+def compare_files(base_path: Path, new_path: Path, options: Options) -> Comparison:
+    base_doc, new_doc = load_json(base_path, "BASE"), load_json(new_path, "NEW")
+    base_kind, new_kind = detect_kind(base_doc, "BASE", base_path), detect_kind(new_doc, "NEW", new_path)
+    if base_kind is not new_kind:
+        raise BadInput(f"cannot compare different kinds: BASE is a {base_kind.value}, NEW is a {new_kind.value}")
+    if base_kind is Kind.REPORT:
+        check_schemas(base_doc, new_doc)
+        return compare_reports(
+            parse_report(base_doc, "BASE", base_path), parse_report(new_doc, "NEW", new_path), options
+        )
+    return compare_benchmarks(
+        parse_benchmarks(base_doc, "BASE", base_path), parse_benchmarks(new_doc, "NEW", new_path), options
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    arguments = parser.parse_args(argv)
+    options = options_from(arguments)
+    try:
+        comparison = compare_files(arguments.base, arguments.new, options)
+        print(render(comparison))
+        if arguments.json:
+            write_json_atomically(
+                arguments.json, comparison_json(comparison, arguments.base, arguments.new, options)
+            )
+    except BadInput as error:
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INVOCATION
+    return comparison.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

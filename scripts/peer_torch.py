@@ -1,0 +1,556 @@
+#!/usr/bin/env python3
+"""Peer check and peer timing of mla-bench's cache-path operations, in plain PyTorch.
+
+(a) Check: reads an `mla-bench --dump DIR` (manifest.json + raw little-endian files), recomputes
+    pack, gather and convert the way a user would without our kernels (tensor indexing,
+    `.to(torch.float8_e4m3fn)` after clamping to +-448, fp32 division for the scales, dtype views
+    of the 656-byte entry) and compares with our outputs bit for bit (any NaN equals any NaN; NaN
+    positions must match). Mismatches are printed.
+(b) Timing: the same three operations on the shapes of an mla-bench sweep file (CUDA events,
+    L2 flushed by writing a buffer of twice the L2 size before every iteration, median of
+    --iters >= 20), with mla-bench's byte models; printed, and written as JSON with --out.
+
+Runs on the GPU machine's python3 (PyTorch with CUDA); not part of CI.
+Exit status: 0 all bits match, 1 a mismatch, 2 bad usage or unreadable dump.
+
+Examples:
+  build/bin/mla-bench --backend cuda --dump /tmp/dump
+  python3 scripts/peer_torch.py --dump /tmp/dump --out /tmp/peer.json
+  python3 scripts/peer_torch.py --dump /tmp/dump --no-timing --device cpu
+"""
+import argparse
+import json
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+# The fp8_ds_mla entry (SPEC.md section 1); the manifest's "layout" block must agree.
+ENTRY_BYTES = 656
+NOPE_DIMS = 512
+TILE_DIMS = 128
+NUM_TILES = NOPE_DIMS // TILE_DIMS
+SCALE_OFFSET = 512
+ROPE_OFFSET = 528
+ROPE_DIMS = 64
+LATENT_DIMS = NOPE_DIMS + ROPE_DIMS
+KV_COLS = LATENT_DIMS
+E4M3_MAX = 448.0
+FLT_MIN = 1.1754943508222875e-38  # smallest normal float32, exactly representable
+
+# mla-bench's byte models (docs/benchmarks.md).
+PACK_BYTES_PER_TOKEN = 1024 + 128 + 8 + 656
+GATHER_BYTES_PER_ROW = 656 + 1152
+CONVERT_BYTES_PER_ELEMENT = 4 + 4
+CONVERT_BYTES_PER_ROW = 4 + 4
+
+DTYPES = {
+    "bfloat16": torch.bfloat16,
+    "int64": torch.int64,
+    "int32": torch.int32,
+    "uint8": torch.uint8,
+}
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+# ----------------------------------------------------------------------------------------------
+# The operations, as a PyTorch user would write them.
+# ----------------------------------------------------------------------------------------------
+
+def quantize_entries(kv_c, k_pe):
+    """[n, 512] and [n, 64] bf16 -> [n, 656] uint8 fp8_ds_mla entries."""
+    n = kv_c.shape[0]
+    x = kv_c.float().view(n, NUM_TILES, TILE_DIMS)
+    amax = x.abs().amax(dim=-1)
+    # A tensor divisor on purpose: PyTorch turns division by a Python scalar into a multiply by
+    # its reciprocal on CUDA, which differs from the contract's fp32 division in the last bit.
+    scale = torch.clamp(amax / torch.full_like(amax, E4M3_MAX), min=FLT_MIN)
+    q = (x / scale.unsqueeze(-1)).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    return torch.cat(
+        [q.view(n, NOPE_DIMS).view(torch.uint8),
+         scale.contiguous().view(torch.uint8),
+         k_pe.contiguous().view(torch.uint8)],
+        dim=1)
+
+
+def cache_pages(cache, block_size):
+    """[num_blocks, page_stride] uint8 -> [num_blocks, block_size, 656] view (padding excluded)."""
+    return cache[:, :block_size * ENTRY_BYTES].view(cache.shape[0], block_size, ENTRY_BYTES)
+
+
+def pack_torch(kv_c, k_pe, slot_mapping, cache, block_size):
+    """Writes entries slot_mapping[i] of `cache` in place; negative or out-of-pool slots are skipped."""
+    n = slot_mapping.shape[0]
+    entries = quantize_entries(kv_c[:n], k_pe[:n])
+    num_slots = cache.shape[0] * block_size
+    valid = (slot_mapping >= 0) & (slot_mapping < num_slots)
+    slots = slot_mapping[valid]
+    cache_pages(cache, block_size)[slots // block_size, slots % block_size] = entries[valid]
+
+
+def dequantize_entries(entries):
+    """[t, 656] uint8 -> [t, 576] bf16: bf16(float(fp8) * scale) and the RoPE bits."""
+    t = entries.shape[0]
+    nope = entries[:, :NOPE_DIMS].view(torch.float8_e4m3fn).float().view(t, NUM_TILES, TILE_DIMS)
+    scales = entries[:, SCALE_OFFSET:ROPE_OFFSET].view(torch.float32)
+    rope = entries[:, ROPE_OFFSET:ENTRY_BYTES].view(torch.bfloat16)
+    latent = (nope * scales.unsqueeze(-1)).view(t, NOPE_DIMS).to(torch.bfloat16)
+    return torch.cat([latent, rope], dim=1)
+
+
+def gather_torch(cache, block_table, workspace_starts, seq_starts, num_rows, block_size, bt_width):
+    """[num_rows, 576] bf16; rows without a valid source are NaN."""
+    device = cache.device
+    num_blocks = cache.shape[0]
+    rows = torch.arange(num_rows, device=device)
+    ws = workspace_starts.long()
+    req = torch.searchsorted(ws, rows, right=True) - 1
+    valid = req >= 0
+    req = req.clamp(min=0)
+    pos = rows - ws[req]
+    if seq_starts is not None:
+        pos = pos + seq_starts.long()[req]
+    logical = torch.div(pos, block_size, rounding_mode="floor")
+    valid &= (pos >= 0) & (logical < bt_width)
+    phys = block_table.long()[req, logical.clamp(0, bt_width - 1)]
+    valid &= (phys >= 0) & (phys < num_blocks)
+    offset = pos - logical * block_size
+    entries = cache_pages(cache, block_size)[phys.clamp(0, num_blocks - 1), offset.clamp(0, block_size - 1)]
+    out = dequantize_entries(entries)
+    return torch.where(valid.unsqueeze(1), out, torch.full_like(out, float("nan")))
+
+
+def convert_torch(req_id, indices, block_table, block_size, bt_width):
+    """(out [rows, K] int32, valid_count [rows] int32): request-local positions -> global slots."""
+    num_reqs = block_table.shape[0]
+    tok = indices.long()
+    req = req_id.long()
+    logical = torch.div(tok, block_size, rounding_mode="floor")
+    valid = (tok >= 0) & (logical < bt_width) & ((req >= 0) & (req < num_reqs)).unsqueeze(1)
+    phys = block_table.long()[req.clamp(0, num_reqs - 1).unsqueeze(1), logical.clamp(0, bt_width - 1)]
+    valid &= phys >= 0
+    slot = phys * block_size + (tok - logical * block_size)
+    out = torch.where(valid, slot, torch.full_like(slot, -1)).to(torch.int32)
+    return out, valid.sum(dim=1, dtype=torch.int32)
+
+
+# ----------------------------------------------------------------------------------------------
+# (a) The bit-exact check of a dump.
+# ----------------------------------------------------------------------------------------------
+
+class DumpError(Exception):
+    pass
+
+
+def load_tensor(dump_dir, desc, device):
+    path = Path(dump_dir) / desc["file"]
+    if desc["dtype"] not in DTYPES:
+        raise DumpError(f"{path}: unknown dtype {desc['dtype']}")
+    try:
+        raw = bytearray(path.read_bytes())
+    except OSError as e:
+        raise DumpError(f"cannot read {path}: {e}") from e
+    flat = torch.frombuffer(raw, dtype=DTYPES[desc["dtype"]]) if raw else torch.empty(0, dtype=DTYPES[desc["dtype"]])
+    shape, strides = desc["shape"], desc["strides"]
+    needed = 1 + sum((s - 1) * st for s, st in zip(shape, strides)) if all(shape) else 0
+    if flat.numel() < needed:
+        raise DumpError(f"{path}: {flat.numel()} elements, the shape needs {needed}")
+    return torch.as_strided(flat, shape, strides).clone().to(device)
+
+
+def nan_mask(bits, kind):
+    if kind == "bf16":
+        return (bits.int() & 0x7FFF) > 0x7F80
+    if kind == "f32":
+        return (bits.long() & 0x7FFFFFFF) > 0x7F800000
+    if kind == "e4m3":
+        return (bits.int() & 0x7F) == 0x7F
+    return torch.zeros_like(bits, dtype=torch.bool)
+
+
+def mismatches(ours, peer, kind):
+    """Boolean mask of positions whose bits differ, counting NaN == NaN (any payload)."""
+    same = ours == peer
+    if kind != "int":
+        same |= nan_mask(ours, kind) & nan_mask(peer, kind)
+    return ~same
+
+
+def report(name, ours, peer, kind, limit, describe):
+    """Prints up to `limit` mismatching positions; returns the count."""
+    bad = mismatches(ours, peer, kind)
+    count = int(bad.sum())
+    total = bad.numel()
+    status = "ok" if count == 0 else "MISMATCH"
+    print(f"  {name:<28} {total:>10} compared  {count:>8} differ  {status}")
+    if count:
+        mask = {"bf16": 0xFFFF, "f32": 0xFFFFFFFF, "e4m3": 0xFF}.get(kind)
+        for idx in bad.nonzero()[:limit].tolist():
+            o, p = ours[tuple(idx)].item(), peer[tuple(idx)].item()
+            shown = (f"ours {o & mask:#x}  peer {p & mask:#x}" if mask else f"ours {o}  peer {p}")
+            print(f"      at {describe(idx)}: {shown}")
+    return count
+
+
+def check_pack(dump_dir, op, device, limit):
+    prm = op["params"]
+    kv = load_tensor(dump_dir, op["inputs"]["kv"], device)
+    slots = load_tensor(dump_dir, op["inputs"]["slot_mapping"], device)
+    cache = load_tensor(dump_dir, op["inputs"]["cache"], device)
+    ours = load_tensor(dump_dir, op["outputs"]["cache"], device)
+    c, r = prm["kv_c"], prm["k_pe"]
+    kv_c = kv[:, c["col_offset"]:c["col_offset"] + c["cols"]]
+    k_pe = kv[:, r["col_offset"]:r["col_offset"] + r["cols"]]
+    block_size = prm["block_size"]
+    pack_torch(kv_c, k_pe, slots, cache, block_size)
+
+    nb = cache.shape[0]
+    ours_e = cache_pages(ours, block_size).reshape(nb * block_size, ENTRY_BYTES)
+    peer_e = cache_pages(cache, block_size).reshape(nb * block_size, ENTRY_BYTES)
+
+    def where(idx):
+        s = idx[0]
+        return f"slot {s} (block {s // block_size}, offset {s % block_size}), element {idx[1]}"
+
+    n = report("pack fp8 bytes", ours_e[:, :NOPE_DIMS], peer_e[:, :NOPE_DIMS], "e4m3", limit, where)
+    n += report("pack scales (f32 bits)", ours_e[:, SCALE_OFFSET:ROPE_OFFSET].contiguous().view(torch.int32),
+                peer_e[:, SCALE_OFFSET:ROPE_OFFSET].contiguous().view(torch.int32), "f32", limit, where)
+    n += report("pack rope (bf16 bits)", ours_e[:, ROPE_OFFSET:].contiguous().view(torch.int16),
+                peer_e[:, ROPE_OFFSET:].contiguous().view(torch.int16), "bf16", limit, where)
+    pad = block_size * ENTRY_BYTES
+    if ours.shape[1] > pad:
+        n += report("pack page padding bytes", ours[:, pad:], cache[:, pad:], "int", limit,
+                    lambda idx: f"block {idx[0]}, padding byte {idx[1]}")
+    return n
+
+
+def check_gather(dump_dir, op, device, limit):
+    prm = op["params"]
+    cache = load_tensor(dump_dir, op["inputs"]["cache"], device)
+    bt = load_tensor(dump_dir, op["inputs"]["block_table"], device)
+    ws = load_tensor(dump_dir, op["inputs"]["workspace_starts"], device)
+    ss = load_tensor(dump_dir, op["inputs"]["seq_starts"], device) if "seq_starts" in op["inputs"] else None
+    ours = load_tensor(dump_dir, op["outputs"]["dst"], device)[:, :LATENT_DIMS]
+    peer = gather_torch(cache, bt, ws, ss, prm["num_rows"], prm["block_size"], prm["block_table_width"])
+    return report("gather dst (bf16 bits)", ours.contiguous().view(torch.int16), peer.view(torch.int16), "bf16",
+                  limit, lambda idx: f"row {idx[0]}, column {idx[1]}")
+
+
+def check_convert(dump_dir, op, device, limit):
+    prm = op["params"]
+    req_id = load_tensor(dump_dir, op["inputs"]["req_id"], device)
+    indices = load_tensor(dump_dir, op["inputs"]["indices"], device)
+    bt = load_tensor(dump_dir, op["inputs"]["block_table"], device)
+    ours_out = load_tensor(dump_dir, op["outputs"]["out"], device)
+    ours_vc = load_tensor(dump_dir, op["outputs"]["valid_count"], device)
+    out, vc = convert_torch(req_id, indices[:, :prm["topk"]], bt, prm["block_size"], prm["block_table_width"])
+    n = report("convert out", ours_out[:, :prm["topk"]], out, "int", limit,
+               lambda idx: f"row {idx[0]}, column {idx[1]} (index {indices[idx[0], idx[1]].item()})")
+    n += report("convert valid_count", ours_vc, vc, "int", limit, lambda idx: f"row {idx[0]}")
+    return n
+
+
+CHECKS = {"pack": check_pack, "gather": check_gather, "convert": check_convert}
+
+
+def check_dump(dump_dir, device, limit):
+    """Returns the number of mismatching elements over all operations of the dump."""
+    manifest_path = Path(dump_dir) / "manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError) as e:
+        raise DumpError(f"cannot read {manifest_path}: {e}") from e
+    layout = manifest.get("layout", {})
+    expected = {"entry_bytes": ENTRY_BYTES, "scale_offset": SCALE_OFFSET, "rope_offset": ROPE_OFFSET,
+                "tile_dims": TILE_DIMS, "byte_order": "little"}
+    for key, value in expected.items():
+        if layout.get(key) != value:
+            raise DumpError(f"{manifest_path}: layout.{key} is {layout.get(key)!r}, this script expects {value!r}")
+    producer = manifest.get("producer", {})
+    print(f"peer check on {device}: dump of {producer.get('backend')} ({producer.get('device')}), "
+          f"mla-bench {producer.get('version')} git {producer.get('git_revision')}")
+    total = 0
+    for name, op in manifest["ops"].items():
+        if name not in CHECKS:
+            print(f"  {name}: no peer implementation, skipped")
+            continue
+        total += CHECKS[name](dump_dir, op, device, limit)
+    return total
+
+
+# ----------------------------------------------------------------------------------------------
+# (b) Timing on the shapes of a sweep.
+# ----------------------------------------------------------------------------------------------
+
+def load_sweep(arg):
+    path = Path(arg)
+    if not path.exists():
+        path = REPO_ROOT / "scenarios" / "sweeps" / f"{arg}.json"
+    return json.loads(path.read_text()), path
+
+
+def split_lengths(total, parts, gen):
+    """`total` split into `parts` positive lengths around total / parts (same rule as mla-bench)."""
+    parts = max(1, min(parts, total))
+    weights = torch.randint(50, 151, (parts,), generator=gen)
+    bounds = (total * weights.cumsum(0)) // int(weights.sum())
+    lengths = torch.diff(bounds, prepend=torch.zeros(1, dtype=bounds.dtype))
+    if bool((lengths <= 0).any()):
+        lengths = torch.full((parts,), total // parts) + (torch.arange(parts) < total % parts).long()
+    return lengths.tolist()
+
+
+def make_layout(seq_lens, block_size, gen, spare_blocks=4):
+    """Block table [R, width] int32 over a shuffled pool of pages (unused entries -1)."""
+    pages = [(s + block_size - 1) // block_size for s in seq_lens]
+    num_blocks = sum(pages) + spare_blocks
+    width = max(pages) + 1
+    pool = torch.randperm(num_blocks, generator=gen).int()
+    bt = torch.full((len(seq_lens), width), -1, dtype=torch.int32)
+    start = 0
+    for r, n in enumerate(pages):
+        bt[r, :n] = pool[start:start + n]
+        start += n
+    return bt, num_blocks
+
+
+def slots_of(bt, req, pos, block_size):
+    return bt[req, pos // block_size].long() * block_size + pos % block_size
+
+
+def latent(n, device, gen):
+    kv = torch.randn(n, KV_COLS, generator=gen, device="cpu")
+    kv[:, :NOPE_DIMS] *= 0.1
+    kv[:, NOPE_DIMS:] *= 0.5
+    return kv.to(torch.bfloat16).to(device)
+
+
+def setup_pack(n, block_size, device, gen):
+    reqs = min(max(n // 1024, 1), 1024)
+    new = split_lengths(n, reqs, gen)
+    ctx = torch.randint(0, 4 * block_size, (len(new),), generator=gen).tolist()
+    bt, num_blocks = make_layout([c + q for c, q in zip(ctx, new)], block_size, gen)
+    req = torch.repeat_interleave(torch.arange(len(new)), torch.tensor(new))
+    first = torch.tensor(ctx) - torch.cumsum(torch.tensor([0] + new[:-1]), 0)
+    pos = torch.arange(n) + first[req]
+    slots = slots_of(bt, req, pos, block_size).to(device)
+    kv = latent(n, device, gen)
+    cache = torch.empty(num_blocks, block_size * ENTRY_BYTES, dtype=torch.uint8, device=device)
+    kv_c, k_pe = kv[:, :NOPE_DIMS], kv[:, NOPE_DIMS:]
+    return lambda: pack_torch(kv_c, k_pe, slots, cache, block_size)
+
+
+def setup_gather(rows, block_size, with_seq_starts, device, gen):
+    reqs = min(max(rows // 2048, 1), 512)
+    lengths = split_lengths(rows, reqs, gen)
+    starts = []
+    for _ in lengths:
+        s = 0
+        if with_seq_starts:
+            s = int(torch.randint(1, 8 * block_size, (1,), generator=gen))
+            if block_size > 1 and s % block_size == 0:
+                s += 1
+        starts.append(s)
+    seq_lens = [s + n for s, n in zip(starts, lengths)]
+    bt, num_blocks = make_layout(seq_lens, block_size, gen)
+    cache = torch.full((num_blocks, block_size * ENTRY_BYTES), 0xFF, dtype=torch.uint8, device=device)
+    # Fill every stored position with packed latent rows (pack in chunks to bound temporaries).
+    req = torch.repeat_interleave(torch.arange(len(seq_lens)), torch.tensor(seq_lens))
+    pos = torch.arange(len(req)) - torch.repeat_interleave(torch.cumsum(torch.tensor([0] + seq_lens[:-1]), 0),
+                                                          torch.tensor(seq_lens))
+    slots = slots_of(bt, req, pos, block_size).to(device)
+    chunk = 1 << 18
+    for i in range(0, slots.numel(), chunk):
+        kv = latent(min(chunk, slots.numel() - i), device, gen)
+        pack_torch(kv[:, :NOPE_DIMS], kv[:, NOPE_DIMS:], slots[i:i + chunk], cache, block_size)
+    ws = torch.tensor([0] + list(torch.cumsum(torch.tensor(lengths), 0)[:-1].tolist()), dtype=torch.int32,
+                      device=device)
+    ss = torch.tensor(starts, dtype=torch.int32, device=device) if with_seq_starts else None
+    bt_dev = bt.to(device)
+    width = bt.shape[1]
+    return lambda: gather_torch(cache, bt_dev, ws, ss, rows, block_size, width)
+
+
+def setup_convert(rows, topk, block_size, device, gen):
+    reqs = min(max(rows, 1), 1024)
+    per_req = split_lengths(rows, reqs, gen)
+    min_seq = max(topk, 1024)
+    seq_lens = torch.randint(min_seq, 8 * min_seq + 1, (len(per_req),), generator=gen)
+    bt, _ = make_layout(seq_lens.tolist(), block_size, gen)
+    req_id = torch.repeat_interleave(torch.arange(len(per_req)), torch.tensor(per_req))
+    # Valid positions of the row's request (timing only: duplicates within a row are allowed).
+    indices = (torch.rand(rows, topk, generator=gen) * seq_lens[req_id].unsqueeze(1)).long().int()
+    req_id, indices, bt = req_id.int().to(device), indices.to(device), bt.to(device)
+    width = bt.shape[1]
+    return lambda: convert_torch(req_id, indices, bt, block_size, width)
+
+
+def sweep_shapes(sweep):
+    """(name, op, items, bytes, setup) in mla-bench's order and naming."""
+    shapes = []
+    p = sweep.get("pack")
+    if p:
+        b = p["block_size"]
+        for n in p["tokens"]:
+            shapes.append((f"pack/B:{b}/tokens:{n}", "pack", n, n * PACK_BYTES_PER_TOKEN,
+                           lambda dev, g, n=n, b=b: setup_pack(n, b, dev, g)))
+    g_ = sweep.get("gather")
+    if g_:
+        for b in g_["block_sizes"]:
+            for ss in g_["seq_starts"]:
+                for n in g_["rows"]:
+                    shapes.append((f"gather/B:{b}/seq_starts:{'on' if ss else 'off'}/rows:{n}", "gather", n,
+                                   n * GATHER_BYTES_PER_ROW,
+                                   lambda dev, g, n=n, b=b, ss=ss: setup_gather(n, b, ss, dev, g)))
+    c = sweep.get("convert")
+    if c:
+        b = c["block_size"]
+        for k in c["topk"]:
+            for n in c["rows"]:
+                shapes.append((f"convert/B:{b}/K:{k}/rows:{n}", "convert", n * k,
+                               n * k * CONVERT_BYTES_PER_ELEMENT + n * CONVERT_BYTES_PER_ROW,
+                               lambda dev, g, n=n, k=k, b=b: setup_convert(n, k, b, dev, g)))
+    return shapes
+
+
+def time_cuda(fn, flush, iters, warmup):
+    """Per-iteration seconds: flush (untimed), event, fn, event, synchronize."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for i in range(iters):
+        flush.fill_((i & 0x7F) | 1)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1e-3)
+    return times
+
+
+def copy_bandwidth(device, iters=9):
+    """Device-to-device copy of a 2 GiB buffer: (read + written) / median time."""
+    n = 2 << 30
+    src = torch.full((n,), 0x5A, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    times = time_cuda(lambda: dst.copy_(src), torch.empty(1, dtype=torch.uint8, device=device), iters, 2)
+    del src, dst
+    return 2.0 * n / statistics.median(times)
+
+
+def run_timing(sweep_arg, iters, warmup, name_filter, seed):
+    if not torch.cuda.is_available():
+        print("peer timing: no CUDA device; skipped")
+        return None
+    device = torch.device("cuda")
+    sweep, sweep_path = load_sweep(sweep_arg)
+    props = torch.cuda.get_device_properties(device)
+    l2 = getattr(props, "L2_cache_size", 0) or (64 << 20)
+    flush = torch.empty(max(2 * l2, 64 << 20), dtype=torch.uint8, device=device)
+    copy_bw = copy_bandwidth(device)
+    print(f"peer timing on {props.name}: sweep {sweep_path}, L2 {l2} bytes (flush writes {flush.numel()}), "
+          f"copy {copy_bw / 1e9:.1f} GB/s, median of {iters}")
+    print(f"  {'benchmark':<40} {'median us':>11} {'GB/s':>9} {'% copy':>7} {'items/s':>10}")
+    results = []
+    gen = torch.Generator().manual_seed(seed)
+    for name, op, items, nbytes, setup in sweep_shapes(sweep):
+        if name_filter and not re.search(name_filter, name):
+            continue
+        try:
+            fn = setup(device, gen)
+            times = time_cuda(fn, flush, iters, warmup)
+        except torch.cuda.OutOfMemoryError as e:
+            print(f"  {name:<40} does not fit: {str(e).splitlines()[0]}")
+            results.append({"name": name, "op": op, "error": "out of memory"})
+            fn = None
+            torch.cuda.empty_cache()
+            continue
+        fn = None
+        med = statistics.median(times)
+        entry = {
+            "name": name, "op": op, "iterations": iters, "median_s": med, "min_s": min(times),
+            "max_s": max(times), "bytes": nbytes, "items": items,
+            "bytes_per_second": nbytes / med, "items_per_second": items / med,
+            "pct_of_copy_bw": 100.0 * nbytes / med / copy_bw,
+        }
+        results.append(entry)
+        print(f"  {name:<40} {med * 1e6:>11.2f} {entry['bytes_per_second'] / 1e9:>9.1f} "
+              f"{entry['pct_of_copy_bw']:>7.1f} {entry['items_per_second']:>10.3g}")
+        torch.cuda.empty_cache()
+    return {
+        "device": props.name, "torch": torch.__version__, "cuda": torch.version.cuda, "sweep": str(sweep_path),
+        "l2_bytes": l2, "flush_bytes": flush.numel(), "copy_bytes_per_second": copy_bw,
+        "timing": "CUDA events per iteration, L2 flushed (untimed) before each, median", "results": results,
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dump", help="directory written by mla-bench --dump (for the bit-exact check)")
+    ap.add_argument("--out", help="write the results (check summary and timings) as JSON to this file")
+    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "both"],
+                    help="where the check recomputes (auto: cuda when available)")
+    ap.add_argument("--sweep", default="cache_path", help="sweep name (scenarios/sweeps/NAME.json) or file")
+    ap.add_argument("--filter", default="", help="time only shapes whose name matches this regex")
+    ap.add_argument("--iters", type=int, default=30, help="timed iterations per shape (>= 20)")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=20240901)
+    ap.add_argument("--no-check", action="store_true", help="skip the check of --dump")
+    ap.add_argument("--no-timing", action="store_true", help="skip the timing")
+    ap.add_argument("--max-mismatches", type=int, default=10, help="mismatches printed per tensor")
+    args = ap.parse_args(argv)
+    if args.iters < 20:
+        ap.error("--iters must be at least 20")
+    if not args.no_check and not args.dump:
+        ap.error("--dump DIR is required unless --no-check")
+    return args
+
+
+def check_devices(choice):
+    cuda = torch.cuda.is_available()
+    if choice == "auto":
+        return ["cuda" if cuda else "cpu"]
+    if choice == "both":
+        return ["cpu", "cuda"] if cuda else ["cpu"]
+    if choice == "cuda" and not cuda:
+        raise DumpError("--device cuda: no CUDA device")
+    return [choice]
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    summary = {"tool": "peer_torch.py", "torch": torch.__version__, "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    failed = False
+    try:
+        if not args.no_check:
+            summary["check"] = {}
+            for device in check_devices(args.device):
+                n = check_dump(args.dump, device, args.max_mismatches)
+                summary["check"][device] = {"mismatches": n}
+                failed |= n > 0
+                print(f"peer check on {device}: {'PASS (bit-exact)' if n == 0 else f'FAIL ({n} elements differ)'}")
+    except DumpError as e:
+        print(f"peer_torch.py: {e}", file=sys.stderr)
+        return 2
+    if not args.no_timing:
+        summary["timing"] = run_timing(args.sweep, args.iters, args.warmup, args.filter, args.seed)
+    if args.out:
+        out = Path(args.out)
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(json.dumps(summary, indent=2) + "\n")
+        tmp.replace(out)
+        print(f"wrote {out}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""mla-check as a user sees it: exit codes, error messages for bad input, injections caught,
+crash isolation, the JSON report. The binary comes from $MLA_CHECK_BIN (set by CTest)."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+BIN = os.environ.get("MLA_CHECK_BIN", "build/bin/mla-check")
+REPO = Path(__file__).resolve().parents[2]
+SMALL = "vllm_mixed_small"  # a shipped scenario with decodes, prefills and cached context
+
+
+def run(*args, env=None):
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run([BIN, *args], capture_output=True, text=True, env=e, timeout=600)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def binary_exists():
+    if not Path(BIN).exists():
+        pytest.skip(f"mla-check not built at {BIN}")
+
+
+def write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def test_help_and_version():
+    assert run("--help").returncode == 0
+    r = run("--version")
+    assert r.returncode == 0 and "mla-check" in r.stdout
+
+
+def test_list_shows_shipped_scenarios():
+    r = run("--list")
+    assert r.returncode == 0
+    assert SMALL in r.stdout
+
+
+def test_malformed_json_exits_2_naming_the_file(tmp_path):
+    f = write(tmp_path, "broken.json", '{"name": "x", "batch": {')
+    r = run("--scenario", f, "--backend", "host")
+    assert r.returncode == 2
+    assert "broken.json" in r.stderr
+
+
+def test_wrong_type_names_the_field(tmp_path):
+    f = write(tmp_path, "wrongtype.json", '{"name": "x", "batch": {"seq_lens": "many", "query_lens": [1]}}')
+    r = run("--scenario", f, "--backend", "host")
+    assert r.returncode == 2
+    assert "wrongtype.json" in r.stderr and "/batch/seq_lens" in r.stderr
+
+
+def test_impossible_shape_names_the_element(tmp_path):
+    f = write(tmp_path, "shape.json", '{"name": "x", "batch": {"seq_lens": [4, 8], "query_lens": [1, 9]}}')
+    r = run("--scenario", f, "--backend", "host")
+    assert r.returncode == 2
+    assert "/batch/query_lens/1" in r.stderr
+
+
+def test_unknown_scenario_and_injection_exit_2():
+    assert run("--scenario", "no_such_scenario_anywhere").returncode == 2
+    r = run("--inject", "no-such-bug", "--scenario", SMALL)
+    assert r.returncode == 2 and "unbounded-convert" in r.stderr
+
+
+def test_cuda_backend_without_gpu_is_a_clear_usage_error():
+    r = run("--backend", "cuda", "--scenario", SMALL, "--quiet")
+    if r.returncode == 0:
+        pytest.skip("a CUDA device is present")
+    assert r.returncode == 2
+    assert "cuda" in r.stderr.lower()
+
+
+def reject_constant(name):
+    raise AssertionError(f"bare {name} in the report (must be null)")
+
+
+def load_report(path):
+    return json.loads(Path(path).read_text(), parse_constant=reject_constant)
+
+
+def test_clean_run_passes_and_report_is_complete(tmp_path):
+    out = tmp_path / "r.json"
+    r = run("--backend", "host", "--scenario", SMALL, "--report", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = load_report(out)
+    assert rep["schema"] == "mla-harness.report/1"
+    assert rep["summary"]["verdict"] == "PASS"
+    prov = rep["provenance"]
+    for key in ("version", "git_revision", "argv", "backend", "device", "host", "started_at"):
+        assert key in prov
+    (scen,) = rep["scenarios"]
+    assert scen["name"] == SMALL and SMALL in scen["repro"]
+    checks = {c["check"] for c in scen["checks"]}
+    assert {"pack", "gather", "convert", "layout"} <= checks
+    assert all(c["metrics"]["bit_exact"] for c in scen["checks"] if c["verdict"] == "PASS")
+
+
+INJECTIONS = [
+    ("unbounded-convert", "convert", "OOB"),
+    ("ignore-seq-starts", "gather", "FAIL"),
+    ("flat-fp8-gather", "gather", "FAIL"),
+    ("page-size-576", "layout", "FAIL"),
+]
+
+
+@pytest.mark.parametrize("name,check,verdict", INJECTIONS)
+def test_each_injection_exits_1_with_the_expected_verdict(tmp_path, name, check, verdict):
+    out = tmp_path / "r.json"
+    r = run("--backend", "host", "--scenario", SMALL, "--inject", name, "--report", str(out), "--quiet")
+    assert r.returncode == 1, r.stdout + r.stderr
+    rep = load_report(out)
+    assert rep["provenance"]["injection"] == name
+    verdicts = {c["verdict"] for s in rep["scenarios"] for c in s["checks"] if c["check"] == check}
+    assert verdict in verdicts, verdicts
+
+
+def test_a_crashing_scenario_loses_no_other_result(tmp_path):
+    out = tmp_path / "r.json"
+    r = run("--backend", "host", "--scenario", SMALL, "--scenario", "vllm_small_prefill", "--report", str(out),
+            env={"MLA_CHECK_TEST_CRASH": SMALL})
+    assert r.returncode == 3, r.stdout + r.stderr
+    rep = load_report(out)
+    by_name = {s["name"]: s for s in rep["scenarios"]}
+    assert by_name[SMALL]["verdict"] == "ERROR" and "signal" in by_name[SMALL]["error"]
+    assert by_name["vllm_small_prefill"]["verdict"] == "PASS"

@@ -1,0 +1,528 @@
+"""Tests of scripts/compare_reports.py, run as CI runs it: a subprocess on two JSON files."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "compare_reports.py"
+SCHEMA = "mla-harness.report/1"
+VERDICT_ORDER = ("PASS", "SKIP", "FAIL", "NONFINITE", "OOB", "ERROR")
+
+
+# ---------------------------------------------------------------------------------------------
+# Builders
+
+
+def make_check(check_id: str, verdict: str = "PASS", reason: str | None = None, **metrics: Any) -> dict:
+    base_metrics = {
+        "elements": 4096,
+        "mismatches": 0,
+        "bit_exact": None,
+        "max_abs_err": 1e-3,
+        "max_rel_err": 2e-3,
+        "cos_diff": 1e-7,
+        "worst_index": 17,
+        "worst_ref": 0.5,
+        "worst_got": 0.501,
+        "nonfinite_mismatches": 0,
+        "guard_bytes_changed": 0,
+        "untouched_bytes_changed": 0,
+        "inputs_modified": False,
+    }
+    base_metrics.update(metrics)
+    return {
+        "id": check_id,
+        "check": check_id.split("/")[0],
+        "verdict": verdict,
+        "reason": reason,
+        "duration_s": 0.01,
+        "metrics": base_metrics,
+    }
+
+
+def worst(verdicts: list[str]) -> str:
+    return max(verdicts, key=VERDICT_ORDER.index, default="PASS")
+
+
+def make_scenario(name: str, checks: list[dict], verdict: str | None = None, error: str | None = None) -> dict:
+    return {
+        "name": name,
+        "file": f"scenarios/suite/{name}.json",
+        "verdict": verdict or worst([c["verdict"] for c in checks]),
+        "error": error,
+        "repro": f"mla-check --scenario scenarios/suite/{name}.json",
+        "duration_s": 0.1,
+        "checks": checks,
+    }
+
+
+def make_report(scenarios: list[dict], backend: str = "host") -> dict:
+    by_verdict: dict[str, int] = {}
+    for scenario in scenarios:
+        for check in scenario["checks"]:
+            by_verdict[check["verdict"]] = by_verdict.get(check["verdict"], 0) + 1
+    return {
+        "schema": SCHEMA,
+        "provenance": {
+            "tool": "mla-check",
+            "version": "0.1.0",
+            "git_revision": "0123456789ab",
+            "argv": ["mla-check", "--backend", backend],
+            "backend": backend,
+            "device": "cpu",
+            "runtime": "none",
+            "host": "ci-runner",
+            "started_at": "2025-01-01T00:00:00Z",
+            "duration_s": 1.5,
+            "injection": None,
+            "seed_override": None,
+        },
+        "summary": {
+            "verdict": worst([s["verdict"] for s in scenarios]),
+            "scenarios": len(scenarios),
+            "checks": sum(len(s["checks"]) for s in scenarios),
+            "by_verdict": by_verdict,
+        },
+        "scenarios": scenarios,
+    }
+
+
+def standard_report() -> dict:
+    return make_report(
+        [
+            make_scenario("decode_small", [make_check("pack"), make_check("gather/chunks[1]"), make_check("sparse_mqa")]),
+            make_scenario("prefill_fp8", [make_check("convert/decode/rank1"), make_check("forward")]),
+        ]
+    )
+
+
+def find_check(report: dict, scenario: str, check_id: str) -> dict:
+    for s in report["scenarios"]:
+        if s["name"] == scenario:
+            for c in s["checks"]:
+                if c["id"] == check_id:
+                    return c
+    raise KeyError((scenario, check_id))
+
+
+def set_verdict(report: dict, scenario: str, check_id: str, verdict: str, reason: str | None = None) -> dict:
+    """A copy of report with one check's verdict changed (scenario and run verdicts follow)."""
+    report = copy.deepcopy(report)
+    check = find_check(report, scenario, check_id)
+    check["verdict"], check["reason"] = verdict, reason
+    for s in report["scenarios"]:
+        s["verdict"] = worst([c["verdict"] for c in s["checks"]])
+    report["summary"]["verdict"] = worst([s["verdict"] for s in report["scenarios"]])
+    return report
+
+
+def bench_entries(name: str, median_ns: float, stddev_ns: float, unit: str = "ns", repetitions: int = 3) -> list[dict]:
+    scale = {"ns": 1.0, "us": 1e3, "ms": 1e6}[unit]
+    common = {"run_name": name, "family_index": 0, "per_family_instance_index": 0, "threads": 1,
+              "repetitions": repetitions, "iterations": 100, "time_unit": unit}
+    entries = [
+        {**common, "name": name, "run_type": "iteration", "repetition_index": i,
+         "real_time": median_ns / scale, "cpu_time": 1000.0 / scale, "bytes_per_second": 1e12}
+        for i in range(repetitions)
+    ]
+    for aggregate, value in (("mean", median_ns), ("median", median_ns), ("stddev", stddev_ns)):
+        entries.append({**common, "name": f"{name}_{aggregate}", "run_type": "aggregate",
+                        "aggregate_name": aggregate, "aggregate_unit": "time",
+                        "real_time": value / scale, "cpu_time": value / scale})
+    entries.append({**common, "name": f"{name}_cv", "run_type": "aggregate", "aggregate_name": "cv",
+                    "aggregate_unit": "percentage", "real_time": stddev_ns / median_ns, "cpu_time": 0.01})
+    return entries
+
+
+def make_bench(timings: dict[str, tuple[float, float]], unit: str = "ns") -> dict:
+    """timings: run_name -> (median ns, stddev ns)."""
+    entries: list[dict] = []
+    for name, (median_ns, stddev_ns) in timings.items():
+        entries += bench_entries(name, median_ns, stddev_ns, unit)
+    return {
+        "context": {"date": "2025-01-01T00:00:00+00:00", "host_name": "gpu-box", "executable": "./mla-bench",
+                    "num_cpus": 16, "library_build_type": "release"},
+        "benchmarks": entries,
+    }
+
+
+def run_compare(tmp_path: Path, base: Any, new: Any, *args: str) -> subprocess.CompletedProcess:
+    """Writes base/new (dicts as JSON, str as raw text, None for no file) and runs the script."""
+    paths = []
+    for role, document in (("base", base), ("new", new)):
+        path = tmp_path / f"{role}.json"
+        if isinstance(document, str):
+            path.write_text(document)
+        elif document is not None:
+            path.write_text(json.dumps(document))
+        paths.append(str(path))
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *paths, *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def finding_lines(result: subprocess.CompletedProcess, severity: str) -> list[str]:
+    return [line for line in result.stdout.splitlines() if line.startswith(severity + " ")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reports: verdicts
+
+
+def test_equal_reports_exit_0_and_say_no_changes(tmp_path):
+    result = run_compare(tmp_path, standard_report(), standard_report())
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "No changes." in result.stdout
+    assert "2 scenarios and 5 checks compared" in result.stdout
+    assert "0 regressions" in result.stdout
+
+
+def test_pass_to_fail_is_a_regression(tmp_path):
+    new = set_verdict(standard_report(), "decode_small", "sparse_mqa", "FAIL", "max_abs_err 0.5 > atol 0.01")
+    result = run_compare(tmp_path, standard_report(), new)
+    assert result.returncode == 1
+    [line] = finding_lines(result, "REGRESSION")
+    assert "decode_small" in line and "sparse_mqa" in line and "PASS -> FAIL" in line
+    assert "max_abs_err 0.5 > atol 0.01" in line
+    assert "run verdict PASS -> FAIL" in result.stdout
+
+
+def test_pass_to_oob_is_a_regression(tmp_path):
+    new = set_verdict(standard_report(), "decode_small", "gather/chunks[1]", "OOB", "12 guard bytes changed")
+    result = run_compare(tmp_path, standard_report(), new)
+    assert result.returncode == 1
+    [line] = finding_lines(result, "REGRESSION")
+    assert "gather/chunks[1]" in line and "PASS -> OOB" in line
+
+
+@pytest.mark.parametrize("base_verdict,new_verdict", [("FAIL", "OOB"), ("NONFINITE", "ERROR"), ("SKIP", "NONFINITE")])
+def test_worsening_into_or_within_failing_verdicts_is_a_regression(tmp_path, base_verdict, new_verdict):
+    base = set_verdict(standard_report(), "prefill_fp8", "forward", base_verdict)
+    new = set_verdict(standard_report(), "prefill_fp8", "forward", new_verdict)
+    result = run_compare(tmp_path, base, new)
+    assert result.returncode == 1
+    assert f"{base_verdict} -> {new_verdict}" in finding_lines(result, "REGRESSION")[0]
+
+
+def test_fail_to_pass_is_an_improvement(tmp_path):
+    base = set_verdict(standard_report(), "prefill_fp8", "forward", "FAIL", "out of tolerance")
+    result = run_compare(tmp_path, base, standard_report())
+    assert result.returncode == 0
+    [line] = finding_lines(result, "IMPROVED")
+    assert "forward" in line and "FAIL -> PASS" in line
+    assert "was: out of tolerance" in line
+    assert "1 improvement" in result.stdout
+
+
+def test_pass_to_skip_is_a_warning_unless_strict_skip(tmp_path):
+    new = set_verdict(standard_report(), "decode_small", "pack", "SKIP", "backend cannot run pack")
+    result = run_compare(tmp_path, standard_report(), new)
+    assert result.returncode == 0
+    assert "PASS -> SKIP" in finding_lines(result, "WARNING")[0]
+
+    strict = run_compare(tmp_path, standard_report(), new, "--strict-skip")
+    assert strict.returncode == 1
+    assert "PASS -> SKIP" in finding_lines(strict, "REGRESSION")[0]
+
+
+def test_only_changes_are_listed(tmp_path):
+    new = set_verdict(standard_report(), "decode_small", "pack", "FAIL")
+    result = run_compare(tmp_path, standard_report(), new)
+    assert "prefill_fp8" not in result.stdout.split("\n\n")[1]  # the table
+    assert "sparse_mqa" not in result.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# Reports: missing and added
+
+
+def test_missing_scenario_is_a_regression_unless_allowed(tmp_path):
+    new = copy.deepcopy(standard_report())
+    new["scenarios"] = [s for s in new["scenarios"] if s["name"] != "prefill_fp8"]
+    result = run_compare(tmp_path, standard_report(), new)
+    assert result.returncode == 1
+    [line] = finding_lines(result, "REGRESSION")
+    assert "prefill_fp8" in line and "missing in NEW" in line
+
+    allowed = run_compare(tmp_path, standard_report(), new, "--allow-missing")
+    assert allowed.returncode == 0
+    assert "missing in NEW" in finding_lines(allowed, "WARNING")[0]
+
+
+def test_missing_check_is_a_regression_unless_allowed(tmp_path):
+    new = copy.deepcopy(standard_report())
+    new["scenarios"][0]["checks"].pop()  # decode_small / sparse_mqa
+    result = run_compare(tmp_path, standard_report(), new)
+    assert result.returncode == 1
+    assert "sparse_mqa" in finding_lines(result, "REGRESSION")[0]
+    assert run_compare(tmp_path, standard_report(), new, "--allow-missing").returncode == 0
+
+
+def test_added_scenario_and_check_are_info(tmp_path):
+    new = copy.deepcopy(standard_report())
+    new["scenarios"].append(make_scenario("mixed_batch", [make_check("forward")]))
+    new["scenarios"][0]["checks"].append(make_check("determinism"))
+    result = run_compare(tmp_path, standard_report(), new)
+    assert result.returncode == 0
+    info = finding_lines(result, "INFO")
+    assert any("mixed_batch" in line and "added in NEW" in line for line in info)
+    assert any("determinism" in line and "added in NEW" in line for line in info)
+
+
+def test_crashed_scenario_shows_its_error(tmp_path):
+    new = copy.deepcopy(standard_report())
+    new["scenarios"][1] = make_scenario("prefill_fp8", [], verdict="ERROR", error="process killed by SIGSEGV")
+    result = run_compare(tmp_path, standard_report(), new)
+    assert result.returncode == 1
+    regressions = finding_lines(result, "REGRESSION")
+    assert any("(scenario)" in line and "PASS -> ERROR" in line and "SIGSEGV" in line for line in regressions)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reports: metrics
+
+
+def with_metric(report: dict, scenario: str, check_id: str, **metrics: Any) -> dict:
+    report = copy.deepcopy(report)
+    find_check(report, scenario, check_id)["metrics"].update(metrics)
+    return report
+
+
+def test_metric_drift_is_a_warning_or_with_fail_on_drift_a_regression(tmp_path):
+    new = with_metric(standard_report(), "prefill_fp8", "forward", max_abs_err=5e-3)  # 1e-3 -> 5e-3
+    result = run_compare(tmp_path, standard_report(), new)
+    assert result.returncode == 0
+    [line] = finding_lines(result, "WARNING")
+    assert "forward" in line and "max_abs_err 0.001 -> 0.005" in line
+
+    failing = run_compare(tmp_path, standard_report(), new, "--fail-on-drift")
+    assert failing.returncode == 1
+    assert "max_abs_err" in finding_lines(failing, "REGRESSION")[0]
+
+
+def test_drift_applies_to_any_err_metric(tmp_path):
+    base = with_metric(standard_report(), "prefill_fp8", "forward", lse_err=1e-4)
+    new = with_metric(standard_report(), "prefill_fp8", "forward", lse_err=1e-2)
+    result = run_compare(tmp_path, base, new)
+    assert "lse_err" in finding_lines(result, "WARNING")[0]
+
+
+def test_drift_within_relative_factor_is_not_reported(tmp_path):
+    new = with_metric(standard_report(), "prefill_fp8", "forward", max_abs_err=2.5e-3)  # x2.5 < x3
+    result = run_compare(tmp_path, standard_report(), new)
+    assert result.returncode == 0
+    assert "No changes." in result.stdout
+
+
+def test_small_drift_under_the_absolute_floor_is_not_reported(tmp_path):
+    # cos_diff 1e-7 -> 9e-7: x9, but only 8e-7 more, under the 1e-6 floor.
+    new = with_metric(standard_report(), "prefill_fp8", "forward", cos_diff=9e-7)
+    result = run_compare(tmp_path, standard_report(), new)
+    assert result.returncode == 0
+    assert "WARNING" not in result.stdout and "No changes." in result.stdout
+    # A lower floor makes it count.
+    lowered = run_compare(tmp_path, standard_report(), new, "--drift-abs", "1e-7")
+    assert "cos_diff" in finding_lines(lowered, "WARNING")[0]
+
+
+def test_null_metrics_are_handled(tmp_path):
+    nulls = {"max_abs_err": None, "max_rel_err": None, "cos_diff": None, "worst_index": None,
+             "worst_ref": None, "worst_got": None, "bit_exact": None}
+    base = with_metric(standard_report(), "prefill_fp8", "forward", **nulls)
+    new = with_metric(standard_report(), "decode_small", "pack", **nulls)
+    for a, b in ((base, new), (new, base), (base, base)):
+        result = run_compare(tmp_path, a, b)
+        assert result.returncode == 0, result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_mismatches_from_zero_is_a_regression(tmp_path):
+    new = with_metric(standard_report(), "decode_small", "pack", mismatches=3)
+    result = run_compare(tmp_path, standard_report(), new)
+    assert result.returncode == 1
+    assert "mismatches 0 -> 3" in finding_lines(result, "REGRESSION")[0]
+
+
+def test_regressed_verdict_does_not_repeat_as_metric_lines(tmp_path):
+    new = set_verdict(standard_report(), "decode_small", "pack", "FAIL")
+    new = with_metric(new, "decode_small", "pack", mismatches=40, max_abs_err=0.5)
+    result = run_compare(tmp_path, standard_report(), new)
+    assert len(finding_lines(result, "REGRESSION")) == 1
+    assert finding_lines(result, "WARNING") == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad invocations
+
+
+def test_schema_mismatch_exits_3(tmp_path):
+    new = standard_report()
+    new["schema"] = "mla-harness.report/2"
+    result = run_compare(tmp_path, standard_report(), new)
+    assert result.returncode == 3
+    assert "schema mismatch" in result.stderr
+
+
+def test_unsupported_schema_exits_3(tmp_path):
+    old = standard_report()
+    old["schema"] = "something-else/9"
+    result = run_compare(tmp_path, old, old)
+    assert result.returncode == 3
+    assert "unsupported schema" in result.stderr
+
+
+def test_missing_file_exits_3(tmp_path):
+    result = run_compare(tmp_path, standard_report(), None)
+    assert result.returncode == 3
+    assert "not found" in result.stderr
+
+
+def test_invalid_json_exits_3(tmp_path):
+    result = run_compare(tmp_path, standard_report(), '{"schema": "mla-harness.report/1", ')
+    assert result.returncode == 3
+    assert "not valid JSON" in result.stderr
+
+
+def test_unknown_verdict_exits_3(tmp_path):
+    new = standard_report()
+    find_check(new, "decode_small", "pack")["verdict"] = "MAYBE"
+    result = run_compare(tmp_path, standard_report(), new)
+    assert result.returncode == 3
+    assert "unknown verdict" in result.stderr
+
+
+def test_bad_option_exits_3_not_2(tmp_path):
+    result = run_compare(tmp_path, standard_report(), standard_report(), "--drift-rel", "-1")
+    assert result.returncode == 3
+    result = run_compare(tmp_path, standard_report(), standard_report(), "--no-such-option")
+    assert result.returncode == 3
+
+
+def test_mixing_a_report_and_a_benchmark_file_exits_3(tmp_path):
+    bench = make_bench({"BM_Decode/64": (1000.0, 10.0)})
+    for base, new in ((standard_report(), bench), (bench, standard_report())):
+        result = run_compare(tmp_path, base, new)
+        assert result.returncode == 3
+        assert "different kinds" in result.stderr
+
+
+def test_help_documents_options_and_exit_codes():
+    result = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0
+    for text in ("--allow-missing", "--strict-skip", "--fail-on-drift", "--drift-rel", "--drift-abs",
+                 "--perf-floor", "--json", "exit codes", SCHEMA):
+        assert text in result.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# Benchmark files
+
+
+def test_equal_benchmarks_exit_0(tmp_path):
+    bench = make_bench({"BM_Decode/64": (1000.0, 10.0), "BM_Prefill/4096": (50_000.0, 500.0)})
+    result = run_compare(tmp_path, bench, bench)
+    assert result.returncode == 0
+    assert "No changes." in result.stdout
+    assert "2 benchmarks compared, 2 within noise" in result.stdout
+
+
+def test_20_percent_slower_with_small_spread_exits_2(tmp_path):
+    base = make_bench({"BM_Decode/64": (1000.0, 10.0), "BM_Prefill/4096": (50_000.0, 500.0)})
+    new = make_bench({"BM_Decode/64": (1200.0, 12.0), "BM_Prefill/4096": (50_000.0, 500.0)})
+    result = run_compare(tmp_path, base, new)
+    assert result.returncode == 2
+    [line] = finding_lines(result, "REGRESSION")
+    assert "BM_Decode/64" in line and "+20.0%" in line
+
+
+def test_20_percent_slower_within_a_30_percent_spread_exits_0(tmp_path):
+    base = make_bench({"BM_Decode/64": (1000.0, 300.0)})
+    new = make_bench({"BM_Decode/64": (1200.0, 300.0)})
+    result = run_compare(tmp_path, base, new)
+    assert result.returncode == 0
+    assert "1 within noise" in result.stdout
+
+
+def test_3_percent_slower_under_the_5_percent_floor_exits_0(tmp_path):
+    base = make_bench({"BM_Decode/64": (1000.0, 1.0)})
+    new = make_bench({"BM_Decode/64": (1030.0, 1.0)})
+    assert run_compare(tmp_path, base, new).returncode == 0
+    assert run_compare(tmp_path, base, new, "--perf-floor", "0.01").returncode == 2
+
+
+def test_faster_exits_0_and_lists_the_speed_up(tmp_path):
+    base = make_bench({"BM_Decode/64": (1000.0, 10.0)})
+    new = make_bench({"BM_Decode/64": (800.0, 10.0)})
+    result = run_compare(tmp_path, base, new)
+    assert result.returncode == 0
+    [line] = finding_lines(result, "IMPROVED")
+    assert "BM_Decode/64" in line and "-20.0%" in line and "faster" in line
+
+
+def test_time_units_are_normalised(tmp_path):
+    base = make_bench({"BM_Decode/64": (2_000_000.0, 1000.0)}, unit="ms")
+    new = make_bench({"BM_Decode/64": (2_000_000.0, 1000.0)}, unit="us")
+    result = run_compare(tmp_path, base, new)
+    assert result.returncode == 0 and "No changes." in result.stdout
+
+
+def test_iterations_only_use_mean_and_half_range(tmp_path):
+    def iterations(times: list[float]) -> dict:
+        return {"context": {}, "benchmarks": [
+            {"name": "BM_Gather", "run_name": "BM_Gather", "run_type": "iteration", "real_time": t,
+             "time_unit": "ns", "iterations": 10} for t in times]}
+
+    # mean 1000 -> 1100 (+10%), half range 50 / 200: within noise.
+    assert run_compare(tmp_path, iterations([950, 1050]), iterations([900, 1300])).returncode == 0
+    # mean 1000 -> 1100 (+10%), half range 10 / 10: a regression.
+    assert run_compare(tmp_path, iterations([990, 1010]), iterations([1090, 1110])).returncode == 2
+
+
+def test_benchmarks_in_one_file_only_are_info(tmp_path):
+    base = make_bench({"BM_Decode/64": (1000.0, 10.0), "BM_Old": (10.0, 1.0)})
+    new = make_bench({"BM_Decode/64": (1000.0, 10.0), "BM_New": (10.0, 1.0)})
+    result = run_compare(tmp_path, base, new)
+    assert result.returncode == 0
+    info = finding_lines(result, "INFO")
+    assert any("BM_Old" in line and "only in BASE" in line for line in info)
+    assert any("BM_New" in line and "only in NEW" in line for line in info)
+
+
+# ---------------------------------------------------------------------------------------------
+# --json
+
+
+def test_json_summary_of_a_report_comparison(tmp_path):
+    new = set_verdict(standard_report(), "decode_small", "pack", "FAIL", "bits differ")
+    out = tmp_path / "comparison.json"
+    result = run_compare(tmp_path, standard_report(), new, "--json", str(out))
+    assert result.returncode == 1
+    summary = json.loads(out.read_text())
+    assert summary["kind"] == "report" and summary["exit_code"] == 1
+    assert summary["counts"]["regression"] == 1
+    [finding] = summary["findings"]
+    assert finding["severity"] == "REGRESSION" and finding["category"] == "verdict"
+    assert (finding["scenario"], finding["check"]) == ("decode_small", "pack")
+    assert (finding["base_verdict"], finding["new_verdict"]) == ("PASS", "FAIL")
+    assert not list(tmp_path.glob(".comparison.json.*"))  # no temp file left behind
+
+
+def test_json_summary_of_a_benchmark_comparison(tmp_path):
+    base = make_bench({"BM_Decode/64": (1000.0, 10.0)})
+    new = make_bench({"BM_Decode/64": (1200.0, 10.0)})
+    out = tmp_path / "comparison.json"
+    result = run_compare(tmp_path, base, new, "--json", str(out))
+    assert result.returncode == 2
+    summary = json.loads(out.read_text())
+    assert summary["kind"] == "benchmark" and summary["exit_code"] == 2
+    [finding] = summary["findings"]
+    assert finding["benchmark"] == "BM_Decode/64"
+    assert finding["base_ns"] == pytest.approx(1000.0) and finding["new_ns"] == pytest.approx(1200.0)
+    assert finding["relative"] == pytest.approx(0.2)
