@@ -137,9 +137,11 @@ else
     echo
     echo "== $name"
     start=$(date +%s)
+    # --no-isolate: the sanitizer watches one process (mla-check otherwise runs each scenario in
+    # a child process of its own, which compute-sanitizer does not follow by default).
     # shellcheck disable=SC2086
     timeout "${MLA_SANITIZER_TIMEOUT:-1800}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
-      "$BIN/mla-check" --backend cuda --quiet ${MLA_SANITIZER_ARGS:-} >"$log" 2>&1
+      "$BIN/mla-check" --backend cuda --quiet --no-isolate ${MLA_SANITIZER_ARGS:-} >"$log" 2>&1
     rc=$?
     secs=$(( $(date +%s) - start ))
     errors="$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
