@@ -1,6 +1,7 @@
 // mla-bench: throughput sweeps of the cache-path kernels (pack, gather + upconvert, top-k index
-// conversion) on Google Benchmark, timed on the device with cold L2, against roofline figures
-// measured in the same run. docs/benchmarks.md explains the output.
+// conversion) and of attention (sparse MQA, dense MHA, the whole forward step) on Google
+// Benchmark, timed on the device with cold L2, against roofline figures measured in the same run
+// (copy bandwidth, bf16 GEMM rate). docs/benchmarks.md explains the output.
 //
 // Flags: every --benchmark_* flag of Google Benchmark (consumed first by benchmark::Initialize),
 // then ours (CLI11). Exit codes: 0 ok, 2 bad usage or bad input, 3 a runtime or device error.
@@ -14,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <benchmark/benchmark.h>
 
+#include "apps/mla_bench/bench_attention_ops.h"
 #include "apps/mla_bench/bench_cache_ops.h"
 #include "apps/mla_bench/device_timer.h"
 #include "apps/mla_bench/dump.h"
@@ -33,7 +35,9 @@ constexpr int kExitOk = 0, kExitUsage = 2, kExitRuntime = 3;
 constexpr const char* kBenchmarkFlagsHelp =
     "Google Benchmark flags (all accepted), e.g.:\n"
     "  --benchmark_filter=REGEX         run only matching benchmarks (names: pack/B:64/tokens:1024,\n"
-    "                                   gather/B:61/seq_starts:on/rows:4096, convert/B:64/K:2048/rows:64)\n"
+    "                                   gather/B:61/seq_starts:on/rows:4096, convert/B:64/K:2048/rows:64,\n"
+    "                                   sparse_mqa/batch:128/q:2/H:128/K:2048/seq:8192,\n"
+    "                                   dense_mha/H:128/reqs:1/tokens:8192, forward/mixed_medium/H:128/K:2048)\n"
     "  --benchmark_out=FILE --benchmark_out_format=json|csv|console\n"
     "  --benchmark_repetitions=N        default: the sweep's \"repetitions\" (5 in cache_path)\n"
     "  --benchmark_report_aggregates_only=true|false   default: true (mean/median/stddev/cv)\n"
@@ -66,6 +70,12 @@ std::string human_rate(double bytes_per_second) {
   return buf;
 }
 
+std::string human_flops(double flops_per_second) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f TFLOP/s", flops_per_second / 1e12);
+  return buf;
+}
+
 int list_sweeps() {
   for (const std::string& name : builtin_sweep_names()) {
     Sweep s;
@@ -76,7 +86,8 @@ int list_sweeps() {
     }
     const size_t shapes = s.pack_tokens.size() +
                           s.gather_block_sizes.size() * s.gather_seq_starts.size() * s.gather_rows.size() +
-                          s.convert_topk.size() * s.convert_rows.size();
+                          s.convert_topk.size() * s.convert_rows.size() + s.sparse_shapes.size() +
+                          s.dense_shapes.size() + s.forward_batches.size();
     std::printf("%-12s %3zu shapes, %d repetitions  %s\n", name.c_str(), shapes, s.repetitions, s.description.c_str());
   }
   std::printf("(or --sweep FILE with a sweep file: docs/benchmarks.md)\n");
@@ -123,8 +134,9 @@ std::string min_time_flag(double seconds) {
 
 int main(int argc, char** argv) {
   const char* description =
-      "mla-bench: throughput of the sparse-MLA cache-path kernels (pack, gather, convert),\n"
-      "device-timed with cold L2, against the copy bandwidth measured in the same run.";
+      "mla-bench: throughput of the sparse-MLA cache-path kernels (pack, gather, convert) and of\n"
+      "attention (sparse MQA, dense MHA, the forward step), device-timed with cold L2, against the\n"
+      "copy bandwidth and the bf16 GEMM rate measured in the same run.";
   if (help_requested(argc, argv)) {
     CLI::App app{description, "mla-bench"};
     Options unused;
@@ -233,8 +245,21 @@ int main(int argc, char** argv) {
   }
   env.timer = timer.get();
   env.flusher = flusher.get();
+  // The GEMM ceiling, when the sweep has attention shapes (it is what their FLOP/s are read against).
+  GemmCeiling gemm;
+  if (sweep.has_attention()) {
+    st = measure_gemm_ceiling(*backend, *timer, &gemm);
+    if (!st.ok()) {
+      std::fprintf(stderr, "mla-bench: measuring the GEMM ceiling on %s failed: %s\n", info.name.c_str(),
+                   st.message().c_str());
+      return kExitRuntime;
+    }
+  }
 
-  const RegisterResult reg = register_cache_benchmarks(&env, options);
+  RegisterResult reg = register_cache_benchmarks(&env, options);
+  const RegisterResult attn = register_attention_benchmarks(&env, &gemm, options);
+  reg.registered += attn.registered;
+  reg.left_out.insert(reg.left_out.end(), attn.left_out.begin(), attn.left_out.end());
   if (!reg.left_out.empty()) {
     std::fprintf(stderr,
                  "mla-bench: host backend: %zu shapes above the sweep's host limits are not run "
@@ -257,6 +282,11 @@ int main(int argc, char** argv) {
     benchmark::AddCustomContext("mla_empty_launch_us", std::to_string(env.roofline.empty_launch_seconds * 1e6));
   }
   benchmark::AddCustomContext("mla_roofline_method", env.roofline.method);
+  if (gemm.flops_per_second > 0.0) {
+    benchmark::AddCustomContext("mla_gemm_flops_per_second", std::to_string(gemm.flops_per_second));
+    benchmark::AddCustomContext("mla_gemm_flops", human_flops(gemm.flops_per_second));
+  }
+  if (!gemm.method.empty()) benchmark::AddCustomContext("mla_gemm_method", gemm.method);
   if (flusher->buffer_bytes() > 0) {
     benchmark::AddCustomContext("mla_l2_flush", std::to_string(flusher->buffer_bytes()) + " bytes written (L2 " +
                                                     std::to_string(flusher->l2_bytes()) + " bytes)");
@@ -265,9 +295,11 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   release_benchmark_state();
-  if (benchmark_runtime_errors() > 0) {
+  release_attention_state();
+  const int runtime_errors = benchmark_runtime_errors() + attention_runtime_errors();
+  if (runtime_errors > 0) {
     std::fprintf(stderr, "mla-bench: %d benchmark(s) failed with a runtime error (see error_message above)\n",
-                 benchmark_runtime_errors());
+                 runtime_errors);
     return kExitRuntime;
   }
   return kExitOk;

@@ -1,6 +1,9 @@
 #include "apps/mla_bench/sweep.h"
 
 #include <algorithm>
+#include <cctype>
+#include <climits>
+#include <tuple>
 #include <fstream>
 #include <map>
 #include <set>
@@ -86,6 +89,180 @@ Status read_int_list(const json& obj, const char* key, T lo, T hi, const std::st
 constexpr int64_t kMaxTokens = int64_t{1} << 24;
 constexpr int32_t kMaxBlockSize = 4096;
 constexpr int32_t kMaxTopk = 65536;
+constexpr int32_t kMaxHeads = 1024;
+constexpr int32_t kMaxRequests = 65536;
+constexpr int32_t kMaxQueryTokens = 4096;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Every pair of a cartesian product group: each key is a non-empty list.
+template <typename T>
+Status read_group_list(const json& obj, const char* key, T lo, T hi, const std::string& source,
+                       const std::string& path, std::vector<T>* out) {
+  MLA_RETURN_IF_ERROR(read_int_list<T>(obj, key, lo, hi, source, path, out));
+  if (out->empty()) return err(source, path + "/" + key, "expected at least one value");
+  return Status();
+}
+
+Status parse_sparse(const json& sp, const std::string& source, Sweep* s) {
+  const std::string path = "/attention/sparse_mqa";
+  MLA_RETURN_IF_ERROR(check_keys(sp, {"block_size", "shapes"}, source, path));
+  MLA_RETURN_IF_ERROR(read_int(sp, "block_size", 1, kMaxBlockSize, source, path, &s->sparse_block_size));
+  if (!sp.contains("shapes") || !sp["shapes"].is_array()) {
+    return err(source, path + "/shapes", "expected an array of shape groups");
+  }
+  std::set<std::tuple<int32_t, int32_t, int32_t, int32_t, int64_t>> seen;
+  for (size_t i = 0; i < sp["shapes"].size(); ++i) {
+    const json& g = sp["shapes"][i];
+    const std::string gp = path + "/shapes/" + std::to_string(i);
+    MLA_RETURN_IF_ERROR(check_keys(g, {"batch", "query_tokens", "heads", "topk", "seq_len"}, source, gp));
+    std::vector<int32_t> batch, query, heads, topk;
+    std::vector<int64_t> seq;
+    MLA_RETURN_IF_ERROR(read_group_list<int32_t>(g, "batch", 1, kMaxRequests, source, gp, &batch));
+    MLA_RETURN_IF_ERROR(read_group_list<int32_t>(g, "query_tokens", 1, kMaxQueryTokens, source, gp, &query));
+    MLA_RETURN_IF_ERROR(read_group_list<int32_t>(g, "heads", 1, kMaxHeads, source, gp, &heads));
+    MLA_RETURN_IF_ERROR(read_group_list<int32_t>(g, "topk", 1, kMaxTopk, source, gp, &topk));
+    MLA_RETURN_IF_ERROR(read_group_list<int64_t>(g, "seq_len", 1, kMaxTokens, source, gp, &seq));
+    for (int32_t b : batch)
+      for (int32_t q : query)
+        for (int32_t h : heads)
+          for (int32_t k : topk)
+            for (int64_t l : seq) {
+              if (q > l) {
+                return err(source, gp + "/query_tokens",
+                           "query_tokens " + std::to_string(q) + " > seq_len " + std::to_string(l));
+              }
+              // Slots (and converted indices) are int32: the whole pool must fit.
+              if (int64_t{b} * (ceil_div(l, s->sparse_block_size) + 1) * s->sparse_block_size > INT32_MAX) {
+                return err(source, gp, "batch " + std::to_string(b) + " x seq_len " + std::to_string(l) +
+                                           " has cache slots past INT32_MAX");
+              }
+              if (int64_t{b} * q * k > INT32_MAX) {
+                return err(source, gp, "batch x query_tokens x topk exceeds INT32_MAX indices");
+              }
+              if (!seen.insert({b, q, h, k, l}).second) continue;
+              s->sparse_shapes.push_back({b, q, h, k, l});
+            }
+  }
+  return Status();
+}
+
+Status parse_dense(const json& d, const std::string& source, Sweep* s) {
+  const std::string path = "/attention/dense_mha";
+  MLA_RETURN_IF_ERROR(check_keys(d, {"shapes"}, source, path));
+  if (!d.contains("shapes") || !d["shapes"].is_array()) {
+    return err(source, path + "/shapes", "expected an array of shape groups");
+  }
+  std::set<std::tuple<int32_t, int64_t, int32_t>> seen;
+  for (size_t i = 0; i < d["shapes"].size(); ++i) {
+    const json& g = d["shapes"][i];
+    const std::string gp = path + "/shapes/" + std::to_string(i);
+    MLA_RETURN_IF_ERROR(check_keys(g, {"heads", "tokens", "requests"}, source, gp));
+    std::vector<int32_t> heads, requests;
+    std::vector<int64_t> tokens;
+    MLA_RETURN_IF_ERROR(read_group_list<int32_t>(g, "heads", 1, kMaxHeads, source, gp, &heads));
+    MLA_RETURN_IF_ERROR(read_group_list<int64_t>(g, "tokens", 1, kMaxTokens, source, gp, &tokens));
+    MLA_RETURN_IF_ERROR(read_group_list<int32_t>(g, "requests", 1, kMaxRequests, source, gp, &requests));
+    for (int32_t h : heads)
+      for (int64_t n : tokens)
+        for (int32_t r : requests) {
+          if (r > n) {
+            return err(source, gp + "/requests",
+                       std::to_string(r) + " requests cannot share " + std::to_string(n) + " tokens");
+          }
+          if (!seen.insert({h, n, r}).second) continue;
+          s->dense_shapes.push_back({h, n, r});
+        }
+  }
+  return Status();
+}
+
+Status parse_forward(const json& f, const std::string& source, Sweep* s) {
+  const std::string path = "/attention/forward";
+  MLA_RETURN_IF_ERROR(check_keys(f, {"block_size", "batches"}, source, path));
+  MLA_RETURN_IF_ERROR(read_int(f, "block_size", 1, kMaxBlockSize, source, path, &s->forward_block_size));
+  if (!f.contains("batches") || !f["batches"].is_array()) {
+    return err(source, path + "/batches", "expected an array of batches");
+  }
+  std::set<std::tuple<std::string, int32_t, int32_t>> seen;
+  for (size_t i = 0; i < f["batches"].size(); ++i) {
+    const json& b = f["batches"][i];
+    const std::string bp = path + "/batches/" + std::to_string(i);
+    MLA_RETURN_IF_ERROR(check_keys(
+        b, {"name", "description", "heads", "topk", "decode_threshold", "seq_lens", "query_lens", "requests"},
+        source, bp));
+    ForwardBatch fb;
+    if (!b.contains("name") || !b["name"].is_string() || b["name"].get<std::string>().empty()) {
+      return err(source, bp + "/name", "expected a non-empty string");
+    }
+    fb.name = b["name"].get<std::string>();
+    for (char c : fb.name) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') {
+        return err(source, bp + "/name", "use letters, digits, '_', '-' and '.' only (it is part of benchmark names)");
+      }
+    }
+    if (b.contains("description") && !b["description"].is_string()) {
+      return err(source, bp + "/description", "expected a string");
+    }
+    std::vector<int32_t> heads, topk;
+    MLA_RETURN_IF_ERROR(read_group_list<int32_t>(b, "heads", 1, kMaxHeads, source, bp, &heads));
+    MLA_RETURN_IF_ERROR(read_group_list<int32_t>(b, "topk", 1, kMaxTopk, source, bp, &topk));
+    MLA_RETURN_IF_ERROR(read_int(b, "decode_threshold", 1, kMaxQueryTokens, source, bp, &fb.decode_threshold));
+    const bool explicit_lists = b.contains("seq_lens") || b.contains("query_lens");
+    if (explicit_lists == b.contains("requests")) {
+      return err(source, bp, "give either \"seq_lens\" and \"query_lens\" or \"requests\" (groups of "
+                             "{\"count\", \"seq_len\", \"query_len\"})");
+    }
+    if (explicit_lists) {
+      MLA_RETURN_IF_ERROR(read_int_list<int32_t>(b, "seq_lens", 0, kMaxTokens, source, bp, &fb.seq_lens));
+      MLA_RETURN_IF_ERROR(read_int_list<int32_t>(b, "query_lens", 0, kMaxTokens, source, bp, &fb.query_lens));
+    } else {
+      const json& groups = b["requests"];
+      if (!groups.is_array()) return err(source, bp + "/requests", "expected an array of request groups");
+      for (size_t j = 0; j < groups.size(); ++j) {
+        const std::string gp = bp + "/requests/" + std::to_string(j);
+        const json& g = groups[j];
+        MLA_RETURN_IF_ERROR(check_keys(g, {"count", "seq_len", "query_len"}, source, gp));
+        for (const char* key : {"count", "seq_len", "query_len"}) {
+          if (!g.contains(key)) return err(source, gp + "/" + key, "missing");
+        }
+        int32_t count = 0, seq = 0, query = 0;
+        MLA_RETURN_IF_ERROR(read_int(g, "count", 1, kMaxRequests, source, gp, &count));
+        MLA_RETURN_IF_ERROR(read_int<int32_t>(g, "seq_len", 0, kMaxTokens, source, gp, &seq));
+        MLA_RETURN_IF_ERROR(read_int<int32_t>(g, "query_len", 0, kMaxTokens, source, gp, &query));
+        fb.seq_lens.insert(fb.seq_lens.end(), static_cast<size_t>(count), seq);
+        fb.query_lens.insert(fb.query_lens.end(), static_cast<size_t>(count), query);
+      }
+    }
+    if (fb.seq_lens.empty()) return err(source, bp, "the batch needs at least one request");
+    if (fb.seq_lens.size() != fb.query_lens.size()) {
+      return err(source, bp + "/query_lens", "has " + std::to_string(fb.query_lens.size()) +
+                                                  " entries but seq_lens has " + std::to_string(fb.seq_lens.size()));
+    }
+    int64_t pages = 0, tokens = 0;
+    for (size_t r = 0; r < fb.seq_lens.size(); ++r) {
+      if (fb.query_lens[r] > fb.seq_lens[r]) {
+        return err(source, bp, "request " + std::to_string(r) + ": query_len " + std::to_string(fb.query_lens[r]) +
+                                   " > seq_len " + std::to_string(fb.seq_lens[r]));
+      }
+      pages += ceil_div(fb.seq_lens[r], s->forward_block_size);
+      tokens += fb.query_lens[r];
+    }
+    if ((pages + 8) * s->forward_block_size > INT32_MAX) {
+      return err(source, bp, "the batch has cache slots past INT32_MAX");
+    }
+    if (tokens == 0) return err(source, bp, "the batch has no new token (every query_len is 0)");
+    for (int32_t h : heads)
+      for (int32_t k : topk) {
+        if (!seen.insert({fb.name, h, k}).second) continue;
+        ForwardBatch v = fb;
+        v.heads = h;
+        v.topk = k;
+        s->forward_batches.push_back(std::move(v));
+      }
+  }
+  return Status();
+}
 
 }  // namespace
 
@@ -105,7 +282,7 @@ Status parse_sweep(const std::string& json_text, const std::string& source, Swee
   Sweep s;
   s.source = source;
   MLA_RETURN_IF_ERROR(check_keys(doc, {"schema", "name", "description", "seed", "repetitions",
-                                       "min_time_s", "host", "pack", "gather", "convert"},
+                                       "min_time_s", "host", "pack", "gather", "convert", "attention"},
                                  source, ""));
   int schema = 0;
   MLA_RETURN_IF_ERROR(read_int(doc, "schema", 1, 1, source, "", &schema));
@@ -127,10 +304,13 @@ Status parse_sweep(const std::string& json_text, const std::string& source, Swee
 
   if (doc.contains("host")) {
     const json& h = doc["host"];
-    MLA_RETURN_IF_ERROR(check_keys(h, {"max_tokens", "max_convert_elements"}, source, "/host"));
+    MLA_RETURN_IF_ERROR(
+        check_keys(h, {"max_tokens", "max_convert_elements", "max_attention_flops"}, source, "/host"));
     MLA_RETURN_IF_ERROR(read_int<int64_t>(h, "max_tokens", 1, kMaxTokens, source, "/host", &s.host.max_tokens));
     MLA_RETURN_IF_ERROR(read_int<int64_t>(h, "max_convert_elements", 1, int64_t{1} << 34, source, "/host",
                                           &s.host.max_convert_elements));
+    MLA_RETURN_IF_ERROR(read_int<int64_t>(h, "max_attention_flops", 1, int64_t{1} << 50, source, "/host",
+                                          &s.host.max_attention_flops));
   }
   if (doc.contains("pack")) {
     const json& p = doc["pack"];
@@ -160,6 +340,13 @@ Status parse_sweep(const std::string& json_text, const std::string& source, Swee
     MLA_RETURN_IF_ERROR(read_int(c, "block_size", 1, kMaxBlockSize, source, "/convert", &s.convert_block_size));
     MLA_RETURN_IF_ERROR(read_int_list<int32_t>(c, "topk", 1, kMaxTopk, source, "/convert", &s.convert_topk));
     MLA_RETURN_IF_ERROR(read_int_list<int64_t>(c, "rows", 1, kMaxTokens, source, "/convert", &s.convert_rows));
+  }
+  if (doc.contains("attention")) {
+    const json& a = doc["attention"];
+    MLA_RETURN_IF_ERROR(check_keys(a, {"sparse_mqa", "dense_mha", "forward"}, source, "/attention"));
+    if (a.contains("sparse_mqa")) MLA_RETURN_IF_ERROR(parse_sparse(a["sparse_mqa"], source, &s));
+    if (a.contains("dense_mha")) MLA_RETURN_IF_ERROR(parse_dense(a["dense_mha"], source, &s));
+    if (a.contains("forward")) MLA_RETURN_IF_ERROR(parse_forward(a["forward"], source, &s));
   }
   *out = std::move(s);
   return Status();

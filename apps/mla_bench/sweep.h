@@ -14,6 +14,37 @@ namespace mla::bench {
 struct HostLimits {
   int64_t max_tokens = 65536;               // pack tokens and gather rows above this are not run
   int64_t max_convert_elements = 8 << 20;   // convert rows * topk above this are not run
+  // Attention shapes (sparse_mqa, dense_mha, forward) whose FLOP model exceeds this per call are
+  // not run on the host backend (its attention runs at a few GFLOP/s).
+  int64_t max_attention_flops = int64_t{2} << 30;
+};
+
+// One sparse-MQA launch: `batch` requests of `seq_len` tokens each, the last `query_tokens` of
+// each new this step (T = batch x query_tokens rows of q), `heads` heads, `topk` indices per token.
+struct SparseMqaShape {
+  int32_t batch = 1;
+  int32_t query_tokens = 1;
+  int32_t heads = 128;
+  int32_t topk = 2048;
+  int64_t seq_len = 4096;
+};
+
+// One dense-MHA launch: causal self-attention over `tokens` new tokens split into `requests`
+// requests of (nearly) equal length, `heads` heads, head dims 192 (q/k) and 128 (v).
+struct DenseMhaShape {
+  int32_t heads = 128;
+  int64_t tokens = 1024;
+  int32_t requests = 1;
+};
+
+// One forward step (lib/forward_pipeline.h run_forward) on an explicit batch: decodes first.
+struct ForwardBatch {
+  std::string name;
+  std::vector<int32_t> seq_lens;
+  std::vector<int32_t> query_lens;
+  int32_t decode_threshold = 1;
+  int32_t heads = 128;
+  int32_t topk = 2048;
 };
 
 struct Sweep {
@@ -37,6 +68,18 @@ struct Sweep {
   int32_t convert_block_size = 64;
   std::vector<int32_t> convert_topk;
   std::vector<int64_t> convert_rows;  // shapes are every rows x topk pair
+
+  // "attention": the shape lists are the union of each group's cartesian product, duplicates
+  // removed, in file order.
+  int32_t sparse_block_size = 64;
+  std::vector<SparseMqaShape> sparse_shapes;
+  std::vector<DenseMhaShape> dense_shapes;
+  int32_t forward_block_size = 64;
+  std::vector<ForwardBatch> forward_batches;  // one entry per (batch, heads, topk)
+
+  bool has_attention() const {
+    return !sparse_shapes.empty() || !dense_shapes.empty() || !forward_batches.empty();
+  }
 };
 
 // Names of the sweeps compiled into the binary, sorted.

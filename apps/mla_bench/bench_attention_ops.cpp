@@ -1,0 +1,871 @@
+#include "apps/mla_bench/bench_attention_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <new>
+#include <numeric>
+#include <stdexcept>
+#include <utility>
+
+#include <benchmark/benchmark.h>
+
+#include "apps/mla_bench/bench_inputs.h"
+#include "kernels/common/bf16.h"
+#include "kernels/common/ds_mla_entry.h"
+#include "lib/attention_data.h"
+#include "lib/batch.h"
+#include "lib/buffer_set.h"
+#include "lib/checks/check_context.h"
+#include "lib/forward_pipeline.h"
+#include "lib/rng.h"
+#include "lib/scenario.h"
+#include "lib/sparse_mqa_plan.h"
+#include "lib/topk_indices.h"
+
+#if defined(MLA_HAVE_CUDA)
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda_backend.h"
+#endif
+
+namespace mla::bench {
+namespace {
+
+// Streams of the sweep seed (fixed numbers, distinct from the cache benchmarks' 1..4).
+constexpr uint64_t kStreamSparse = 11;
+constexpr uint64_t kStreamDense = 12;
+constexpr uint64_t kStreamGemm = 13;
+constexpr uint64_t kStreamEntryPool = 14;
+constexpr int64_t kEntryPoolRows = 16384;  // distinct packed cache entries, reused cyclically
+
+constexpr int kGemmWarmup = 2;
+constexpr int kGemmSamplesDevice = 9;
+constexpr int kGemmSamplesHost = 5;
+
+// Outputs above this magnitude are unwritten (the forward pipeline's poison is ~1.5e16) or wrong.
+constexpr float kMaxSaneOutput = 1e6f;
+
+const float kScale = static_cast<float>(1.0 / std::sqrt(192.0));
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+// Uniform in [-amplitude, amplitude), 16 random bits per value (four values per draw).
+void fill_uniform_bf16(std::vector<bf16_t>& v, Rng& rng, float amplitude) {
+  for (size_t i = 0; i < v.size(); i += 4) {
+    const uint64_t u = rng.next_u64();
+    for (size_t j = 0; j < 4 && i + j < v.size(); ++j) {
+      const float x = static_cast<float>((u >> (16 * j)) & 0xFFFF) * (1.0f / 32768.0f) - 1.0f;
+      v[i + j] = f32_to_bf16_rne(x * amplitude);
+    }
+  }
+}
+
+// A failed allocation: the shape does not fit this backend (skipped, not a runtime error).
+struct CapacityError {
+  std::string message;
+};
+void check_alloc(const Status& st) {
+  if (!st.ok()) throw CapacityError{st.message()};
+}
+
+// Host view of results: bf16 values all finite and below kMaxSaneOutput in magnitude.
+bool bf16_sane(const std::vector<bf16_t>& v, size_t* bad_index) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float x = bf16_to_f32(v[i]);
+    if (!std::isfinite(x) || std::fabs(x) > kMaxSaneOutput) {
+      *bad_index = i;
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string gflop(double flops) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", flops / 1e9);
+  return buf;
+}
+
+int32_t sparse_target_items(Backend& backend) {
+#if defined(MLA_HAVE_CUDA)
+  if (auto* cuda = dynamic_cast<CudaBackend*>(&backend)) {
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cuda->device()) == cudaSuccess && sms > 0) {
+      return 2 * sms;
+    }
+    (void)cudaGetLastError();
+  }
+#endif
+  (void)backend;
+  return ForwardConfig{}.target_work_items;
+}
+
+// Distinct slots in [0, num_slots) among `count` indices.
+int64_t count_unique_slots(const int32_t* idx, int64_t count, int64_t num_slots) {
+  std::vector<uint64_t> seen(static_cast<size_t>((num_slots + 63) / 64), 0);
+  int64_t unique = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t s = idx[i];
+    if (s < 0 || s >= num_slots) continue;
+    uint64_t& word = seen[static_cast<size_t>(s / 64)];
+    const uint64_t bit = uint64_t{1} << (s % 64);
+    if (!(word & bit)) {
+      word |= bit;
+      ++unique;
+    }
+  }
+  return unique;
+}
+
+// --- Cost of one backend call (the models of bench_attention_ops.h) ---------------------------
+
+enum class FlopKind { kNone, kGemm, kSparse, kDense };
+
+struct Cost {
+  double flops = 0.0;
+  double bytes = 0.0;
+  FlopKind kind = FlopKind::kNone;
+};
+
+Cost gemm_cost(const GemmParams& p) {
+  const double batch = p.batch;
+  const double a = static_cast<double>(p.m) * p.k * (p.stride_a ? batch : 1.0);
+  const double b = static_cast<double>(p.k) * p.n * (p.stride_b ? batch : 1.0);
+  const double c = static_cast<double>(p.m) * p.n * batch;
+  return {2.0 * p.m * p.n * p.k * batch, 2.0 * (a + b + c), FlopKind::kGemm};
+}
+
+Cost sparse_cost(int64_t tokens, int32_t heads, int32_t topk, int64_t unique_slots) {
+  Cost c;
+  c.flops = static_cast<double>(tokens) * heads * topk * kSparseFlopsPerSlot;
+  c.bytes = static_cast<double>(unique_slots) * DsMlaEntry::kBytes +
+            static_cast<double>(tokens) * heads * (kSparseQBytesPerHead + kSparseOutBytesPerHead);
+  c.kind = FlopKind::kSparse;
+  return c;
+}
+
+Cost dense_cost(const int32_t* cu_q, const int32_t* cu_k, int32_t num_reqs, int32_t heads, bool causal) {
+  double pairs = 0.0;
+  for (int32_t r = 0; r < num_reqs; ++r) {
+    const int64_t nq = cu_q[r + 1] - cu_q[r], nk = cu_k[r + 1] - cu_k[r];
+    pairs += static_cast<double>(causal ? causal_pairs(nq, nk) : nq * nk);
+  }
+  const double total_q = cu_q[num_reqs], total_k = cu_k[num_reqs];
+  Cost c;
+  c.flops = pairs * heads * kDenseFlopsPerPair;
+  c.bytes = total_q * heads * kDenseQBytesPerHead + total_k * (heads * kDenseKvBytesPerHead + kDenseKpeBytes);
+  c.kind = FlopKind::kDense;
+  return c;
+}
+
+// --- The recording backend (forward) -----------------------------------------------------------
+
+// Forwards every call to `inner`; while recording, keeps each kernel launch (params copied, host
+// arrays they point to copied too) with its cost, so that the step can be replayed without the
+// allocations and copies around it.
+class RecordingBackend final : public Backend {
+ public:
+  struct Launch {
+    const char* op;
+    std::function<Status(Backend&)> run;
+    Cost cost;
+  };
+
+  explicit RecordingBackend(Backend& inner) : inner_(inner) {}
+
+  BackendInfo info() const override { return inner_.info(); }
+  Status allocate(std::size_t bytes, void** ptr) override { return inner_.allocate(bytes, ptr); }
+  void release(void* ptr) override { inner_.release(ptr); }
+  Status copy_to_device(void* dst, const void* src, std::size_t bytes) override {
+    return inner_.copy_to_device(dst, src, bytes);
+  }
+  Status copy_to_host(void* dst, const void* src, std::size_t bytes) override {
+    return inner_.copy_to_host(dst, src, bytes);
+  }
+  Status synchronize() override { return inner_.synchronize(); }
+  bool supports_attention() const override { return inner_.supports_attention(); }
+
+  Status pack(const PackParams& p) override {
+    return forward("pack", p, {0.0, static_cast<double>(p.num_tokens) * kPackBytesPerToken, FlopKind::kNone},
+                   [](Backend& b, const PackParams& q) { return b.pack(q); });
+  }
+  Status gather(const GatherParams& p) override {
+    return forward("gather", p, {0.0, static_cast<double>(p.num_rows) * kGatherBytesPerRow, FlopKind::kNone},
+                   [](Backend& b, const GatherParams& q) { return b.gather(q); });
+  }
+  Status gather_flat_fp8(const FlatFp8GatherParams& p) override {
+    return forward("gather_flat_fp8", p,
+                   {0.0, static_cast<double>(p.base.num_rows) * kGatherBytesPerRow, FlopKind::kNone},
+                   [](Backend& b, const FlatFp8GatherParams& q) { return b.gather_flat_fp8(q); });
+  }
+  Status convert(const ConvertParams& p) override {
+    const double bytes = static_cast<double>(p.num_tokens) * p.topk * kConvertBytesPerElement +
+                         static_cast<double>(p.num_tokens) * kConvertBytesPerRow;
+    return forward("convert", p, {0.0, bytes, FlopKind::kNone},
+                   [](Backend& b, const ConvertParams& q) { return b.convert(q); });
+  }
+  Status gemm(const GemmParams& p) override {
+    return forward("gemm", p, gemm_cost(p), [](Backend& b, const GemmParams& q) { return b.gemm(q); });
+  }
+  Status sparse_mqa(const SparseMqaParams& p) override {
+    // The converted indices are on the backend (written by the convert before): read them back
+    // once to count the distinct cache entries the launch reads.
+    int64_t unique = 0;
+    if (recording_ && p.num_tokens > 0) {
+      std::vector<int32_t> idx(static_cast<size_t>(p.num_tokens * p.indices_row_stride));
+      MLA_RETURN_IF_ERROR(inner_.copy_to_host(idx.data(), p.indices, idx.size() * sizeof(int32_t)));
+      std::vector<int32_t> used;
+      used.reserve(static_cast<size_t>(p.num_tokens) * p.topk);
+      for (int64_t t = 0; t < p.num_tokens; ++t) {
+        const int32_t* row = &idx[static_cast<size_t>(t * p.indices_row_stride)];
+        used.insert(used.end(), row, row + p.topk);
+      }
+      unique = count_unique_slots(used.data(), static_cast<int64_t>(used.size()), p.cache.num_slots());
+    }
+    return forward("sparse_mqa", p, sparse_cost(p.num_tokens, p.num_heads, p.topk, unique),
+                   [](Backend& b, const SparseMqaParams& q) { return b.sparse_mqa(q); });
+  }
+  Status dense_mha(const DenseMhaParams& p) override {
+    if (!recording_) return inner_.dense_mha(p);
+    MLA_RETURN_IF_ERROR(p.validate());  // the host arrays are read below
+    // The host copies of cu_seqlens live in the caller's frame: keep our own.
+    auto cu_q = std::make_shared<std::vector<int32_t>>(p.cu_seqlens_q_host, p.cu_seqlens_q_host + p.num_reqs + 1);
+    auto cu_k = std::make_shared<std::vector<int32_t>>(p.cu_seqlens_k_host, p.cu_seqlens_k_host + p.num_reqs + 1);
+    DenseMhaParams copy = p;
+    copy.cu_seqlens_q_host = cu_q->data();
+    copy.cu_seqlens_k_host = cu_k->data();
+    const Cost cost = dense_cost(cu_q->data(), cu_k->data(), p.num_reqs, p.num_heads, p.causal);
+    MLA_RETURN_IF_ERROR(inner_.dense_mha(copy));
+    launches_.push_back({"dense_mha", [copy, cu_q, cu_k](Backend& b) { return b.dense_mha(copy); }, cost});
+    return Status();
+  }
+  Status merge(const MergeParams& p) override {
+    const double bytes = static_cast<double>(p.rows) * (6.0 * p.width + 12.0);
+    return forward("merge", p, {0.0, bytes, FlopKind::kNone},
+                   [](Backend& b, const MergeParams& q) { return b.merge(q); });
+  }
+
+  void stop_recording() { recording_ = false; }
+  const std::vector<Launch>& launches() const { return launches_; }
+
+  // Every recorded launch, in order, on the real backend.
+  Status replay() {
+    for (const Launch& l : launches_) MLA_RETURN_IF_ERROR(l.run(inner_));
+    return Status();
+  }
+
+ private:
+  template <typename P, typename F>
+  Status forward(const char* op, const P& p, const Cost& cost, F call) {
+    MLA_RETURN_IF_ERROR(call(inner_, p));
+    if (recording_) launches_.push_back({op, [p, call](Backend& b) { return call(b, p); }, cost});
+    return Status();
+  }
+
+  Backend& inner_;
+  bool recording_ = true;
+  std::vector<Launch> launches_;
+};
+
+// --- Shapes ------------------------------------------------------------------------------------
+
+enum class Op { kSparse, kDense, kForward };
+
+struct Shape {
+  Op op = Op::kSparse;
+  SparseMqaShape sparse;
+  DenseMhaShape dense;
+  ForwardBatch forward;
+
+  std::string name() const {
+    switch (op) {
+      case Op::kSparse:
+        return "sparse_mqa/batch:" + std::to_string(sparse.batch) + "/q:" + std::to_string(sparse.query_tokens) +
+               "/H:" + std::to_string(sparse.heads) + "/K:" + std::to_string(sparse.topk) +
+               "/seq:" + std::to_string(sparse.seq_len);
+      case Op::kDense:
+        return "dense_mha/H:" + std::to_string(dense.heads) + "/reqs:" + std::to_string(dense.requests) +
+               "/tokens:" + std::to_string(dense.tokens);
+      case Op::kForward:
+        return "forward/" + forward.name + "/H:" + std::to_string(forward.heads) + "/K:" + std::to_string(forward.topk);
+    }
+    return "";
+  }
+  double model_flops() const {
+    switch (op) {
+      case Op::kSparse: return sparse_mqa_flops(sparse);
+      case Op::kDense: return dense_mha_flops(dense);
+      case Op::kForward: return forward_flops_model(forward).total();
+    }
+    return 0.0;
+  }
+};
+
+// The inputs of one benchmark on the backend, the call that runs it, and its models.
+class Prepared {
+ public:
+  virtual ~Prepared() = default;
+  virtual Status run(Backend& backend) = 0;
+  double flops = 0.0;
+  int64_t bytes = 0;
+  int64_t items = 0;  // query tokens
+  std::string label;
+  std::vector<std::pair<std::string, double>> constants;  // extra per-shape counters
+};
+
+class PreparedSparse final : public Prepared {
+ public:
+  DeviceBuffer q_nope, q_pe, indices, cache, out_lat, lse;
+  std::unique_ptr<BufferSet> plan_buffers;  // the work partition (attach_plan)
+  SparseMqaParams params;
+  Status run(Backend& backend) override { return backend.sparse_mqa(params); }
+};
+
+class PreparedDense final : public Prepared {
+ public:
+  DeviceBuffer q_nope, q_pe, k_nope, k_pe, v, cu_q, cu_k, out, lse;
+  std::vector<int32_t> cu_q_host, cu_k_host;
+  DenseMhaParams params;
+  Status run(Backend& backend) override { return backend.dense_mha(params); }
+};
+
+class PreparedForward final : public Prepared {
+ public:
+  std::unique_ptr<RecordingBackend> recorder;  // declared before bufs: outlives it
+  std::unique_ptr<BufferSet> bufs;
+  Status run(Backend&) override { return recorder->replay(); }
+};
+
+struct AttentionState {
+  BenchEnv* env = nullptr;
+  const GemmCeiling* gemm = nullptr;
+  std::string current_key;
+  std::unique_ptr<Prepared> current;
+  std::vector<uint8_t> entry_pool;  // [kEntryPoolRows, 656], packed by the backend
+  int runtime_errors = 0;
+  bool released_cache_state = false;
+};
+
+AttentionState& state() {
+  static AttentionState s;
+  return s;
+}
+
+const std::vector<uint8_t>& entry_pool(Backend& b) {
+  AttentionState& s = state();
+  if (s.entry_pool.empty()) {
+    Rng rng = Rng(s.env->sweep.seed).fork(kStreamEntryPool);
+    const Status st = pack_entries(b, make_latent_rows(kEntryPoolRows, rng), &s.entry_pool);
+    if (!st.ok()) throw std::runtime_error("packing the cache entry pool: " + st.message());
+  }
+  return s.entry_pool;
+}
+
+Status prepare_sparse(Backend& b, const SparseMqaShape& sh, std::unique_ptr<Prepared>* out) {
+  AttentionState& s = state();
+  const int32_t B = s.env->sweep.sparse_block_size;
+  const int32_t H = sh.heads, K = sh.topk, Q = sh.query_tokens;
+  const int64_t T = int64_t{sh.batch} * Q;
+  Rng rng = Rng(s.env->sweep.seed)
+                .fork(kStreamSparse)
+                .fork(static_cast<uint64_t>(sh.batch) * 1000003u + static_cast<uint64_t>(Q) * 10007u +
+                      static_cast<uint64_t>(H) * 101u + static_cast<uint64_t>(K) * 7u +
+                      static_cast<uint64_t>(sh.seq_len) * 1315423911u);
+  auto p = std::make_unique<PreparedSparse>();
+
+  // Requests of seq_len tokens in shuffled pages; token i of request r's Q new tokens is at
+  // position seq_len - Q + i and picks K distinct visible positions (-1 when fewer are visible).
+  const PagedLayout layout = make_layout(std::vector<int64_t>(static_cast<size_t>(sh.batch), sh.seq_len), B,
+                                         /*spare_blocks=*/4, /*extra_columns=*/1, /*stride_padding=*/0, rng);
+  const int64_t page_stride = int64_t{B} * DsMlaEntry::kBytes;
+  std::vector<int32_t> slots(static_cast<size_t>(T * K));
+  std::vector<int32_t> row(static_cast<size_t>(K));
+  for (int32_t r = 0; r < sh.batch; ++r) {
+    for (int32_t i = 0; i < Q; ++i) {
+      const int64_t t = int64_t{r} * Q + i;
+      pick_visible_topk(rng, sh.seq_len - Q + i, K, row.data());
+      for (int32_t j = 0; j < K; ++j) {
+        slots[static_cast<size_t>(t * K + j)] = row[j] < 0 ? -1 : static_cast<int32_t>(layout.slot(r, row[j]));
+      }
+    }
+  }
+  // The cache: every slot some token reads holds a packed entry; every other byte is 0xFF (NaN in
+  // every field), so a stray read shows in the output check below.
+  const int64_t num_slots = layout.num_blocks * B;
+  const std::vector<uint8_t>& pool = entry_pool(b);
+  const size_t pool_entries = pool.size() / DsMlaEntry::kBytes;
+  int64_t unique = 0;
+  {
+    std::vector<uint8_t> cache(static_cast<size_t>(layout.num_blocks * page_stride), kUnusedByte);
+    for (int32_t slot : slots) {
+      if (slot < 0) continue;
+      uint8_t* dst = &cache[static_cast<size_t>((slot / B) * page_stride + (slot % B) * DsMlaEntry::kBytes)];
+      std::memcpy(dst, &pool[(static_cast<size_t>(slot) % pool_entries) * DsMlaEntry::kBytes], DsMlaEntry::kBytes);
+    }
+    unique = count_unique_slots(slots.data(), static_cast<int64_t>(slots.size()), num_slots);
+    check_alloc(p->cache.upload(b, cache));
+  }
+  {
+    std::vector<bf16_t> q(static_cast<size_t>(T * H * DsMlaEntry::kNopeDims));
+    fill_uniform_bf16(q, rng, 1.0f);
+    check_alloc(p->q_nope.upload(b, q));
+    q.assign(static_cast<size_t>(T * H * DsMlaEntry::kRopeDims), 0);
+    fill_uniform_bf16(q, rng, 1.0f);
+    check_alloc(p->q_pe.upload(b, q));
+  }
+  check_alloc(p->indices.upload(b, slots));
+  check_alloc(p->out_lat.allocate(b, static_cast<size_t>(T * H * DsMlaEntry::kNopeDims) * sizeof(bf16_t)));
+  check_alloc(p->lse.allocate(b, static_cast<size_t>(T * H) * sizeof(float)));
+
+  SparseMqaParams& m = p->params;
+  m.q_nope_lat = p->q_nope.as<bf16_t>();
+  m.q_nope_token_stride = int64_t{H} * DsMlaEntry::kNopeDims;
+  m.q_nope_head_stride = DsMlaEntry::kNopeDims;
+  m.q_pe = p->q_pe.as<bf16_t>();
+  m.q_pe_token_stride = int64_t{H} * DsMlaEntry::kRopeDims;
+  m.q_pe_head_stride = DsMlaEntry::kRopeDims;
+  m.num_tokens = T;
+  m.num_heads = H;
+  m.indices = p->indices.as<int32_t>();
+  m.indices_row_stride = K;
+  m.topk = K;
+  m.cache.data = p->cache.as<uint8_t>();
+  m.cache.num_blocks = layout.num_blocks;
+  m.cache.block_size = B;
+  m.cache.page_stride_bytes = page_stride;
+  m.scale = kScale;
+  m.out_lat = p->out_lat.as<bf16_t>();
+  m.lse = p->lse.as<float>();
+  const SparseMqaPlan plan = plan_sparse_mqa(static_cast<int32_t>(T), K, sparse_target_items(b));
+  p->plan_buffers = std::make_unique<BufferSet>(b);
+  try {
+    attach_plan(*p->plan_buffers, plan, m);
+  } catch (const BackendError& e) {
+    throw CapacityError{std::string("work partition: ") + e.what()};
+  }
+
+  const Cost cost = sparse_cost(T, H, K, unique);
+  p->flops = cost.flops;
+  p->bytes = static_cast<int64_t>(cost.bytes);
+  p->items = T;
+  char frac[32];
+  std::snprintf(frac, sizeof frac, "%.3f", static_cast<double>(unique) / static_cast<double>(T * K));
+  p->label = "FLOP=2*H*K*1088/token; bytes=656*" + std::to_string(unique) + " distinct entries (" + frac +
+             " of T*K) + (1152+1028)*H/token; " + std::to_string(plan.items.size()) + " work items";
+  *out = std::move(p);
+  return Status();
+}
+
+Status prepare_dense(Backend& b, const DenseMhaShape& sh, std::unique_ptr<Prepared>* out) {
+  AttentionState& s = state();
+  const int32_t H = sh.heads;
+  const int64_t N = sh.tokens;
+  Rng rng = Rng(s.env->sweep.seed)
+                .fork(kStreamDense)
+                .fork(static_cast<uint64_t>(N) * 1000003u + static_cast<uint64_t>(H) * 101u +
+                      static_cast<uint64_t>(sh.requests));
+  auto p = std::make_unique<PreparedDense>();
+  // Queries uniform in [-1, 1]; keys and values in [-0.4, 0.4] (the spread of up-projected
+  // N(0, 0.1^2) latents by N(0, 0.1^2) weights).
+  {
+    std::vector<bf16_t> x(static_cast<size_t>(N * H * kNopeHeadDim));
+    fill_uniform_bf16(x, rng, 1.0f);
+    check_alloc(p->q_nope.upload(b, x));
+    fill_uniform_bf16(x, rng, 0.4f);
+    check_alloc(p->k_nope.upload(b, x));
+    fill_uniform_bf16(x, rng, 0.4f);
+    check_alloc(p->v.upload(b, x));
+    x.assign(static_cast<size_t>(N * H * (kQkHeadDim - kNopeHeadDim)), 0);
+    fill_uniform_bf16(x, rng, 1.0f);
+    check_alloc(p->q_pe.upload(b, x));
+    x.assign(static_cast<size_t>(N * (kQkHeadDim - kNopeHeadDim)), 0);
+    fill_uniform_bf16(x, rng, 0.4f);
+    check_alloc(p->k_pe.upload(b, x));
+  }
+  const std::vector<int64_t> lens = equal_split(N, sh.requests);
+  p->cu_q_host.assign(lens.size() + 1, 0);
+  for (size_t r = 0; r < lens.size(); ++r) p->cu_q_host[r + 1] = p->cu_q_host[r] + static_cast<int32_t>(lens[r]);
+  p->cu_k_host = p->cu_q_host;
+  check_alloc(p->cu_q.upload(b, p->cu_q_host));
+  check_alloc(p->cu_k.upload(b, p->cu_k_host));
+  check_alloc(p->out.allocate(b, static_cast<size_t>(N * H * kVHeadDim) * sizeof(bf16_t)));
+  check_alloc(p->lse.allocate(b, static_cast<size_t>(N * H) * sizeof(float)));
+
+  DenseMhaParams& d = p->params;
+  d.q_nope = p->q_nope.as<bf16_t>();
+  d.q_nope_stride = int64_t{H} * kNopeHeadDim;
+  d.q_pe = p->q_pe.as<bf16_t>();
+  d.q_pe_stride = int64_t{H} * (kQkHeadDim - kNopeHeadDim);
+  d.k_nope = p->k_nope.as<bf16_t>();
+  d.k_nope_stride = int64_t{H} * kNopeHeadDim;
+  d.k_pe = p->k_pe.as<bf16_t>();
+  d.k_pe_stride = kQkHeadDim - kNopeHeadDim;
+  d.v = p->v.as<bf16_t>();
+  d.v_stride = int64_t{H} * kVHeadDim;
+  d.cu_seqlens_q = p->cu_q.as<int32_t>();
+  d.cu_seqlens_k = p->cu_k.as<int32_t>();
+  d.cu_seqlens_q_host = p->cu_q_host.data();
+  d.cu_seqlens_k_host = p->cu_k_host.data();
+  d.num_reqs = sh.requests;
+  d.num_heads = H;
+  d.total_q = N;
+  d.total_k = N;
+  d.causal = true;
+  d.scale = kScale;
+  d.out = p->out.as<bf16_t>();
+  d.lse = p->lse.as<float>();
+
+  const Cost cost = dense_cost(p->cu_q_host.data(), p->cu_k_host.data(), sh.requests, H, true);
+  p->flops = cost.flops;
+  p->bytes = static_cast<int64_t>(cost.bytes);
+  p->items = N;
+  p->label = "causal; FLOP=2*H*320/pair, " + std::to_string(static_cast<int64_t>(cost.flops / (2.0 * H * 320))) +
+             " pairs; bytes=(640+4)*H/query + 512*H+128/key";
+  *out = std::move(p);
+  return Status();
+}
+
+Status prepare_forward(Backend& b, const ForwardBatch& fb, std::unique_ptr<Prepared>* out) {
+  AttentionState& s = state();
+  Scenario sc;
+  sc.name = "mla-bench forward " + fb.name;
+  sc.seed = s.env->sweep.seed;
+  sc.model.heads = fb.heads;
+  sc.model.topk = fb.topk;
+  sc.model.block_size = s.env->sweep.forward_block_size;
+  sc.batch.seq_lens = fb.seq_lens;
+  sc.batch.query_lens = fb.query_lens;
+  sc.batch.decode_threshold = fb.decode_threshold;
+  sc.checks = {CheckKind::kForward};
+  if (auto e = validate_scenario(sc)) return Status::error("forward batch " + fb.name + ": " + e->to_string());
+  const Batch batch = materialise(sc);
+  ForwardResult result;
+  auto p = std::make_unique<PreparedForward>();
+  p->recorder = std::make_unique<RecordingBackend>(b);
+  {
+    const AttentionData data = [&] {
+      const CacheData cache = make_cache_data(sc, batch, /*large_tiles=*/false);
+      return make_attention_data(sc, batch, cache);
+    }();
+    ForwardConfig cfg;
+    cfg.decode_threshold = fb.decode_threshold;
+    cfg.scale = static_cast<float>(sc.model.scale);
+    cfg.target_work_items = sparse_target_items(b);
+    p->bufs = std::make_unique<BufferSet>(*p->recorder);
+    try {
+      result = run_forward(*p->recorder, *p->bufs, batch, data, cfg);
+    } catch (const BackendError& e) {
+      const std::string what = e.what();
+      if (what.find("alloc") != std::string::npos) throw CapacityError{what};
+      return Status::error("run_forward: " + what);
+    }
+  }
+  p->recorder->stop_recording();
+  size_t bad = 0;
+  if (!bf16_sane(result.out, &bad)) {
+    return Status::error("run_forward: output element " + std::to_string(bad) + " is " +
+                         std::to_string(bf16_to_f32(result.out[bad])) + " (not finite, or unwritten poison)");
+  }
+
+  ForwardFlops launched;
+  double bytes = 0.0;
+  for (const auto& l : p->recorder->launches()) {
+    bytes += l.cost.bytes;
+    switch (l.cost.kind) {
+      case FlopKind::kGemm: launched.gemm += l.cost.flops; break;
+      case FlopKind::kSparse: launched.sparse_attention += l.cost.flops; break;
+      case FlopKind::kDense: launched.dense_attention += l.cost.flops; break;
+      case FlopKind::kNone: break;
+    }
+  }
+  const ForwardFlops model = forward_flops_model(fb);
+  p->flops = launched.total();
+  p->bytes = static_cast<int64_t>(bytes);
+  p->items = batch.num_tokens;
+  const int64_t dense_tokens = batch.num_tokens - result.num_sparse_tokens;
+  p->label = std::to_string(result.num_sparse_tokens) + " sparse + " + std::to_string(dense_tokens) + " dense tok";
+  if (result.prefills_dense && dense_tokens > 0) {
+    p->label += " (context chunks: " + std::to_string(result.context_chunks) + ")";
+  }
+  p->label += "; GFLOP sparse " + gflop(launched.sparse_attention) + " dense " + gflop(launched.dense_attention) +
+              " gemm " + gflop(launched.gemm) + "; " + std::to_string(p->recorder->launches().size()) + " launches";
+  if (std::fabs(model.total() - launched.total()) > 1e-9 * std::max(1.0, model.total())) {
+    p->label += "; NOTE launched FLOPs differ from the model (" + gflop(model.total()) + " GFLOP)";
+  }
+  p->constants = {{"launches", static_cast<double>(p->recorder->launches().size())},
+                  {"gemm_flop_share", launched.total() > 0 ? launched.gemm / launched.total() : 0.0}};
+  *out = std::move(p);
+  return Status();
+}
+
+// Checks the outputs of the untimed first run: finite everywhere (unused cache bytes are NaN, so
+// a read of a slot nobody selected shows here). The forward run checks its own output.
+Status check_outputs(Backend& b, Prepared& prepared) {
+  const DeviceBuffer* out = nullptr;
+  const DeviceBuffer* lse = nullptr;
+  if (auto* sp = dynamic_cast<PreparedSparse*>(&prepared)) {
+    out = &sp->out_lat;
+    lse = &sp->lse;
+  } else if (auto* dn = dynamic_cast<PreparedDense*>(&prepared)) {
+    out = &dn->out;
+    lse = &dn->lse;
+  } else {
+    return Status();
+  }
+  (void)b;
+  std::vector<bf16_t> o;
+  MLA_RETURN_IF_ERROR(out->download(&o));
+  size_t bad = 0;
+  if (!bf16_sane(o, &bad)) {
+    return Status::error("output element " + std::to_string(bad) + " is " + std::to_string(bf16_to_f32(o[bad])) +
+                         " (not finite or out of range: a stray read or an unwritten output)");
+  }
+  std::vector<float> l;
+  MLA_RETURN_IF_ERROR(lse->download(&l));
+  for (size_t i = 0; i < l.size(); ++i) {
+    if (!std::isfinite(l[i])) return Status::error("lse element " + std::to_string(i) + " is not finite");
+  }
+  return Status();
+}
+
+Prepared* prepare(benchmark::State& st, const Shape& shape) {
+  AttentionState& s = state();
+  const std::string key = shape.name();
+  if (s.current_key == key && s.current) return s.current.get();
+  s.current.reset();  // free the previous benchmark's buffers first
+  s.current_key.clear();
+  if (!s.released_cache_state) {
+    release_benchmark_state();  // the last cache-path benchmark's inputs
+    s.released_cache_state = true;
+  }
+  Backend& b = *s.env->backend;
+  std::unique_ptr<Prepared> p;
+  Status status;
+  try {
+    switch (shape.op) {
+      case Op::kSparse: status = prepare_sparse(b, shape.sparse, &p); break;
+      case Op::kDense: status = prepare_dense(b, shape.dense, &p); break;
+      case Op::kForward: status = prepare_forward(b, shape.forward, &p); break;
+    }
+  } catch (const CapacityError& e) {
+    st.SkipWithError(("does not fit: " + e.message).c_str());
+    return nullptr;
+  } catch (const std::bad_alloc&) {
+    st.SkipWithError("does not fit: host memory for the inputs");
+    return nullptr;
+  } catch (const std::exception& e) {
+    status = Status::error(e.what());
+  }
+  if (status.ok()) status = p->run(b);  // warm-up (the forward: its first replay)
+  if (status.ok()) status = b.synchronize();
+  if (status.ok()) status = check_outputs(b, *p);
+  if (!status.ok()) {
+    ++s.runtime_errors;
+    st.SkipWithError(("setup or first run failed: " + status.message()).c_str());
+    return nullptr;
+  }
+  s.current = std::move(p);
+  s.current_key = key;
+  return s.current.get();
+}
+
+void run_benchmark(benchmark::State& st, const Shape& shape) {
+  AttentionState& s = state();
+  BenchEnv& env = *s.env;
+  Prepared* prepared = prepare(st, shape);
+  if (prepared == nullptr) return;
+  double timed = 0.0;
+  for (auto _ : st) {
+    Status status = env.flusher->flush();  // untimed: issued before the start event
+    if (status.ok()) status = env.timer->start();
+    if (status.ok()) status = prepared->run(*env.backend);
+    double seconds = 0.0;
+    if (status.ok()) status = env.timer->stop(&seconds);
+    if (!status.ok()) {
+      ++s.runtime_errors;
+      st.SkipWithError(status.message().c_str());
+      break;
+    }
+    st.SetIterationTime(seconds);
+    timed += seconds;
+  }
+  if (st.error_occurred()) return;
+  const auto iters = static_cast<int64_t>(st.iterations());
+  st.SetBytesProcessed(iters * prepared->bytes);
+  st.SetItemsProcessed(iters * prepared->items);
+  st.SetLabel(prepared->label);
+  if (timed <= 0.0) return;
+  const double per_call = timed / static_cast<double>(iters);
+  const double flops_per_second = prepared->flops / per_call;
+  const double bytes_per_second = static_cast<double>(prepared->bytes) / per_call;
+  st.counters["flops_per_second"] = benchmark::Counter(flops_per_second);
+  st.counters["flop_per_byte"] = benchmark::Counter(prepared->flops / std::max<double>(1.0, prepared->bytes));
+  double floor_seconds = 0.0;
+  if (s.gemm != nullptr && s.gemm->flops_per_second > 0.0) {
+    st.counters["pct_of_gemm_rate"] = benchmark::Counter(100.0 * flops_per_second / s.gemm->flops_per_second);
+    floor_seconds = prepared->flops / s.gemm->flops_per_second;
+  }
+  if (env.roofline.copy_bytes_per_second > 0.0) {
+    st.counters["pct_of_copy_bw"] = benchmark::Counter(100.0 * bytes_per_second / env.roofline.copy_bytes_per_second);
+    floor_seconds = std::max(floor_seconds, static_cast<double>(prepared->bytes) / env.roofline.copy_bytes_per_second);
+  }
+  if (floor_seconds > 0.0) st.counters["pct_of_roofline"] = benchmark::Counter(100.0 * floor_seconds / per_call);
+  for (const auto& [name, value] : prepared->constants) st.counters[name] = benchmark::Counter(value);
+}
+
+}  // namespace
+
+int64_t causal_pairs(int64_t nq, int64_t nk) {
+  // Query i sees min(nk, max(0, i + nk - nq + 1)) keys.
+  int64_t pairs = 0;
+  for (int64_t i = 0; i < nq; ++i) pairs += std::clamp<int64_t>(i + nk - nq + 1, 0, nk);
+  return pairs;
+}
+
+std::vector<int64_t> equal_split(int64_t total, int64_t parts) {
+  parts = std::max<int64_t>(1, parts);
+  std::vector<int64_t> lens(static_cast<size_t>(parts));
+  for (int64_t i = 0; i < parts; ++i) lens[static_cast<size_t>(i)] = total / parts + (i < total % parts ? 1 : 0);
+  return lens;
+}
+
+double sparse_mqa_flops(const SparseMqaShape& s) {
+  return static_cast<double>(s.batch) * s.query_tokens * s.heads * s.topk * kSparseFlopsPerSlot;
+}
+
+double dense_mha_flops(const DenseMhaShape& s) {
+  double pairs = 0.0;
+  for (int64_t len : equal_split(s.tokens, s.requests)) pairs += static_cast<double>(causal_pairs(len, len));
+  return pairs * s.heads * kDenseFlopsPerPair;
+}
+
+ForwardFlops forward_flops_model(const ForwardBatch& fb) {
+  ForwardFlops f;
+  const double H = fb.heads;
+  const double proj = 2.0 * H * kDn * kDc;  // one [.,128] x [128,512] (or transpose) per head and row
+  Batch light;
+  light.num_reqs = static_cast<int32_t>(fb.seq_lens.size());
+  light.seq_lens = fb.seq_lens;
+  const int32_t nd = count_decodes(fb.query_lens, fb.decode_threshold);
+  int64_t total = 0, decode_tokens = 0;
+  for (size_t r = 0; r < fb.query_lens.size(); ++r) {
+    total += fb.query_lens[r];
+    if (static_cast<int32_t>(r) < nd) decode_tokens += fb.query_lens[r];
+  }
+  const bool dense = prefills_fit_topk(light, nd, fb.topk);
+  f.sparse_tokens = dense ? decode_tokens : total;
+  f.dense_tokens = total - f.sparse_tokens;
+  f.sparse_attention = static_cast<double>(f.sparse_tokens) * H * fb.topk * kSparseFlopsPerSlot;
+  f.gemm = static_cast<double>(f.sparse_tokens) * 2.0 * proj;  // absorption and W_UV
+  if (dense) {
+    for (size_t r = static_cast<size_t>(nd); r < fb.seq_lens.size(); ++r) {
+      const int64_t q = fb.query_lens[r], ctx = fb.seq_lens[r] - fb.query_lens[r];
+      f.gemm += static_cast<double>(q + ctx) * 2.0 * proj;  // K and V up-projection of every key row
+      f.dense_attention += static_cast<double>(causal_pairs(q, q) + q * ctx) * H * kDenseFlopsPerPair;
+    }
+  }
+  return f;
+}
+
+Status measure_gemm_ceiling(Backend& backend, DeviceTimer& timer, GemmCeiling* out) {
+  *out = GemmCeiling();
+  if (!backend.supports_attention()) {
+    out->method = "not measured: the " + backend.info().name + " backend has no gemm";
+    return Status();
+  }
+  const int64_t n = timer.on_device() ? kGemmCeilingSizeDevice : kGemmCeilingSizeHost;
+  const int samples = timer.on_device() ? kGemmSamplesDevice : kGemmSamplesHost;
+  Rng rng = Rng(1).fork(kStreamGemm);
+  std::vector<bf16_t> host(static_cast<size_t>(n * n));
+  DeviceBuffer a, b, c;
+  fill_uniform_bf16(host, rng, 1.0f);  // never zeros (METHOD: zeros can run faster)
+  MLA_RETURN_IF_ERROR(a.upload(backend, host));
+  fill_uniform_bf16(host, rng, 1.0f);
+  MLA_RETURN_IF_ERROR(b.upload(backend, host));
+  MLA_RETURN_IF_ERROR(c.allocate(backend, host.size() * sizeof(bf16_t)));
+  GemmParams g;
+  g.a = a.as<bf16_t>();
+  g.lda = n;
+  g.b = b.as<bf16_t>();
+  g.ldb = n;
+  g.c = c.as<bf16_t>();
+  g.ldc = n;
+  g.m = g.n = g.k = n;
+  g.batch = 1;
+  std::vector<double> t;
+  for (int i = 0; i < kGemmWarmup + samples; ++i) {
+    MLA_RETURN_IF_ERROR(timer.start());
+    MLA_RETURN_IF_ERROR(backend.gemm(g));
+    double s = 0.0;
+    MLA_RETURN_IF_ERROR(timer.stop(&s));
+    if (i >= kGemmWarmup) t.push_back(s);
+  }
+  const double med = median(t);
+  if (!(med > 0.0)) return Status::error("GEMM ceiling: the timed calls took no time");
+  out->size = n;
+  out->samples = samples;
+  out->flops_per_second = 2.0 * static_cast<double>(n) * n * n / med;
+  const std::string sz = std::to_string(n);
+  out->method = "Backend::gemm bf16 " + sz + "x" + sz + "x" + sz + " (fp32 accumulation), 2mnk / median of " +
+                std::to_string(samples) + (timer.on_device() ? " event-timed calls" : " calls (steady_clock)") +
+                " after " + std::to_string(kGemmWarmup) + " warm-ups";
+  return Status();
+}
+
+RegisterResult register_attention_benchmarks(BenchEnv* env, const GemmCeiling* gemm, const RegisterOptions& options) {
+  AttentionState& s = state();
+  s.env = env;
+  s.gemm = gemm;
+  const Sweep& sw = env->sweep;
+  std::vector<Shape> shapes;
+  for (const SparseMqaShape& sp : sw.sparse_shapes) {
+    Shape sh;
+    sh.op = Op::kSparse;
+    sh.sparse = sp;
+    shapes.push_back(sh);
+  }
+  for (const DenseMhaShape& d : sw.dense_shapes) {
+    Shape sh;
+    sh.op = Op::kDense;
+    sh.dense = d;
+    shapes.push_back(sh);
+  }
+  for (const ForwardBatch& f : sw.forward_batches) {
+    Shape sh;
+    sh.op = Op::kForward;
+    sh.forward = f;
+    shapes.push_back(sh);
+  }
+  const bool on_device = env->timer->on_device();
+  RegisterResult result;
+  for (const Shape& shape : shapes) {
+    if (!on_device && options.host_caps && shape.model_flops() > static_cast<double>(sw.host.max_attention_flops)) {
+      result.left_out.push_back(shape.name());
+      continue;
+    }
+    benchmark::internal::Benchmark* bm = benchmark::RegisterBenchmark(
+        shape.name().c_str(), [shape](benchmark::State& st) { run_benchmark(st, shape); });
+    bm->UseManualTime()->Unit(benchmark::kMicrosecond);
+    ++result.registered;
+  }
+  return result;
+}
+
+int attention_runtime_errors() { return state().runtime_errors; }
+
+void release_attention_state() {
+  AttentionState& s = state();
+  s.current.reset();
+  s.current_key.clear();
+  s.entry_pool.clear();
+}
+
+}  // namespace mla::bench

@@ -1,0 +1,105 @@
+// Registration of the attention benchmarks (SPEC 4) with Google Benchmark, through the Backend
+// interface, for any backend that has the attention operations:
+//   sparse_mqa/batch:B/q:Q/H:H/K:K/seq:L  one Backend::sparse_mqa call over T = B x Q query tokens,
+//                                         with its work partition from plan_sparse_mqa (lib/);
+//   dense_mha/H:H/reqs:R/tokens:N         one Backend::dense_mha call, varlen, causal, 192/128;
+//   forward/NAME/H:H/K:K                  the whole step of lib/forward_pipeline.h run_forward
+//                                         (pack, routing, dense prefills, sparse decodes, the
+//                                         projections) on a generated batch.
+// Timing as the cache benchmarks (bench_cache_ops.h): L2 flush (untimed), CUDA events on the
+// backend stream around the call, ->UseManualTime(), medians over repetitions.
+//
+// The forward step is recorded once: run_forward runs through a recording Backend that forwards
+// every call and keeps a copy of each kernel launch's params; each timed iteration replays the
+// recorded launches, in order, on the real backend between the two events. The timed region is
+// therefore every kernel of the step and the host's issue gaps between them, without the
+// allocations, uploads and the final download that run_forward does around them.
+//
+// Counters: flops_per_second (the FLOP model / device time), pct_of_gemm_rate (against the bf16
+// GEMM measured at startup, measure_gemm_ceiling), bytes_per_second (the byte model),
+// pct_of_copy_bw, flop_per_byte, pct_of_roofline (100 x max(FLOP / GEMM rate, bytes / copy rate) /
+// time). The models are documented in docs/benchmarks.md and below.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "apps/mla_bench/bench_cache_ops.h"
+#include "apps/mla_bench/device_timer.h"
+#include "apps/mla_bench/sweep.h"
+#include "kernels/backend.h"
+
+namespace mla::bench {
+
+// FLOP models (SPEC 4). Sparse MQA: per query token, head and top-k slot (every one of the K
+// slots, valid or not), a 576-wide score dot product and a 512-wide P.V update. Dense MHA: per
+// attended (query, key) pair and head, a 192-wide score and a 128-wide P.V update.
+inline constexpr int64_t kSparseFlopsPerSlot = 2 * (576 + 512);   // x heads
+inline constexpr int64_t kDenseFlopsPerPair = 2 * (192 + 128);    // x heads
+
+// Byte models: each input read once, each output written once.
+// Sparse MQA per query token: q_nope_lat + q_pe (576 bf16) and out_lat (512 bf16) + lse (fp32)
+// per head; the cache adds 656 bytes per *distinct* slot read by the launch (query tokens of one
+// request share many of their top-k entries). Index reads (4 K per token), the work items and
+// the split partials are not counted.
+inline constexpr int64_t kSparseQBytesPerHead = 576 * 2;
+inline constexpr int64_t kSparseOutBytesPerHead = 512 * 2 + 4;
+// Dense MHA per query token and head: q 192 bf16, out 128 bf16, lse fp32; per key token: k_nope
+// and v (128 + 128 bf16) per head plus k_pe (64 bf16, shared by the heads).
+inline constexpr int64_t kDenseQBytesPerHead = 192 * 2 + 128 * 2 + 4;
+inline constexpr int64_t kDenseKvBytesPerHead = 256 * 2;
+inline constexpr int64_t kDenseKpeBytes = 64 * 2;
+
+// Causal (bottom-right) pairs of a request with nq queries and nk keys: query i sees keys
+// j <= i + nk - nq.
+int64_t causal_pairs(int64_t nq, int64_t nk);
+// `total` split into `parts` lengths that differ by at most one (the longer ones first).
+std::vector<int64_t> equal_split(int64_t total, int64_t parts);
+
+double sparse_mqa_flops(const SparseMqaShape& s);
+double dense_mha_flops(const DenseMhaShape& s);
+
+// The forward step's FLOP model, from the batch alone: the routing rule of SPEC 4.4
+// (count_decodes, prefills_fit_topk) and, per route,
+//   sparse tokens: 2 H K 1088 (attention) + 2 H 128 512 (absorption, W_UK^T q_nope)
+//                  + 2 H 512 128 (W_UV out_lat);
+//   dense prefill tokens (new + cached context rows): 2 x 2 H 512 128 (K and V up-projection of
+//                  every key row) + 2 H 320 per attended pair (causal among the new tokens,
+//                  every context row for every new token of the request).
+// Pack, gather, convert and merge count no FLOPs. The benchmark reports the FLOPs of the launches
+// it recorded and says in its label when they differ from this model.
+struct ForwardFlops {
+  double sparse_attention = 0.0;
+  double dense_attention = 0.0;
+  double gemm = 0.0;
+  int64_t sparse_tokens = 0;
+  int64_t dense_tokens = 0;
+  double total() const { return sparse_attention + dense_attention + gemm; }
+};
+ForwardFlops forward_flops_model(const ForwardBatch& b);
+
+// The GEMM ceiling measured in the same run: C = A B, bf16 in and out, fp32 accumulation, through
+// Backend::gemm (cuBLAS on CUDA), m = n = k = kGemmCeilingSizeDevice on a GPU
+// (kGemmCeilingSizeHost on the host), 2 m n k / median time of several timed calls after warm-up.
+inline constexpr int64_t kGemmCeilingSizeDevice = 8192;
+inline constexpr int64_t kGemmCeilingSizeHost = 384;
+struct GemmCeiling {
+  double flops_per_second = 0.0;  // 0: not measured (the backend has no gemm)
+  int64_t size = 0;
+  int samples = 0;
+  std::string method;             // one line: how it was measured, or why not
+};
+Status measure_gemm_ceiling(Backend& backend, DeviceTimer& timer, GemmCeiling* out);
+
+// `env` and `gemm` must outlive benchmark::RunSpecifiedBenchmarks(). Host caps: shapes whose FLOP
+// model exceeds env->sweep.host.max_attention_flops are left out on the host backend.
+RegisterResult register_attention_benchmarks(BenchEnv* env, const GemmCeiling* gemm, const RegisterOptions& options);
+
+// Runtime errors seen by the attention benchmarks (not "does not fit" skips); for the exit code.
+int attention_runtime_errors();
+
+// Releases the inputs of the last attention benchmark (call before the backend goes away).
+void release_attention_state();
+
+}  // namespace mla::bench
