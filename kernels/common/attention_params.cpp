@@ -13,43 +13,14 @@
 #include <string>
 
 #include "kernels/common/ds_mla_entry.h"
+#include "kernels/common/validate_helpers.h"
 
 namespace mla {
 namespace {
 
+using namespace validation;
+
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
-
-template <typename... Parts>
-Status fail(const Parts&... parts) {
-  std::ostringstream os;
-  (os << ... << parts);
-  return Status::error(os.str());
-}
-
-// A pointer may be null only when nothing is read or written through it.
-Status require_pointer(const char* what, const char* field, const void* ptr, const char* count_name,
-                       int64_t count) {
-  if (ptr == nullptr && count > 0) return fail(what, ": ", field, " is null but ", count_name, " is ", count);
-  return Status();
-}
-
-Status require_non_negative(const char* what, const char* field, int64_t value) {
-  if (value < 0) return fail(what, ": ", field, " is ", value, " (must be >= 0)");
-  return Status();
-}
-
-Status require_positive(const char* what, const char* field, int64_t value) {
-  if (value < 1) return fail(what, ": ", field, " is ", value, " (must be >= 1)");
-  return Status();
-}
-
-Status require_stride(const char* what, const char* field, int64_t stride, const char* width_name,
-                      int64_t width) {
-  if (stride < width) {
-    return fail(what, ": ", field, " is ", stride, " but must be >= ", width_name, " (", width, ")");
-  }
-  return Status();
-}
 
 Status require_scale(const char* what, float scale) {
   if (!std::isfinite(scale) || !(scale > 0.0f)) {

@@ -5,6 +5,8 @@
 // Every message names the struct and the field and says what was wrong.
 #include "kernels/common/cache_params.h"
 
+#include "kernels/common/validate_helpers.h"
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -14,34 +16,7 @@
 namespace mla {
 namespace {
 
-template <typename... Parts>
-Status fail(const Parts&... parts) {
-  std::ostringstream os;
-  (os << ... << parts);
-  return Status::error(os.str());
-}
-
-// A pointer may be null only when nothing is read or written through it.
-Status require_pointer(const char* what, const char* field, const void* ptr, const char* count_name,
-                       int64_t count) {
-  if (ptr == nullptr && count > 0) {
-    return fail(what, ": ", field, " is null but ", count_name, " is ", count);
-  }
-  return Status();
-}
-
-Status require_non_negative(const char* what, const char* field, int64_t value) {
-  if (value < 0) return fail(what, ": ", field, " is ", value, " (must be >= 0)");
-  return Status();
-}
-
-Status require_stride(const char* what, const char* field, int64_t stride, const char* width_name,
-                      int64_t width) {
-  if (stride < width) {
-    return fail(what, ": ", field, " is ", stride, " but must be >= ", width_name, " (", width, ")");
-  }
-  return Status();
-}
+using namespace validation;
 
 // Page geometry shared by the fp8_ds_mla cache (entry_bytes 656) and the flat FP8 reader
 // (entry_bytes = its entry stride): every entry of a page lies inside the page, pages start on

@@ -130,3 +130,20 @@ def test_a_crashing_scenario_loses_no_other_result(tmp_path):
     by_name = {s["name"]: s for s in rep["scenarios"]}
     assert by_name[SMALL]["verdict"] == "ERROR" and "signal" in by_name[SMALL]["error"]
     assert by_name["vllm_small_prefill"]["verdict"] == "PASS"
+
+
+def test_exclude_tag_leaves_out_gpu_only_scenarios():
+    everything = run("--list").stdout
+    assert "gpu_attn_mixed_small_k128" in everything
+    r = run("--list", "--exclude-tag", "gpu-only")
+    assert r.returncode == 0
+    assert "gpu_attn_mixed_small_k128" not in r.stdout and "attn_mixed_small_k128" in r.stdout
+
+
+def test_gpu_only_scenario_is_skipped_with_a_reason_on_the_host(tmp_path):
+    out = tmp_path / "r.json"
+    r = run("--backend", "host", "--scenario", "gpu_attn_mixed_small_k128", "--report", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (scen,) = load_report(out)["scenarios"]
+    assert scen["verdict"] == "SKIP"
+    assert all(c["verdict"] == "SKIP" and "gpu-only" in c["reason"] for c in scen["checks"])
