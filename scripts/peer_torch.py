@@ -9,6 +9,17 @@
 (b) Timing: the same three operations on the shapes of an mla-bench sweep file (CUDA events,
     L2 flushed by writing a buffer of twice the L2 size before every iteration, median of
     --iters >= 20), with mla-bench's byte models; printed, and written as JSON with --out.
+(c) --attention: timing of the two attention routes on the "attention" shapes of a sweep (default
+    sweep: attention), the same way, with mla-bench's FLOP and byte models, against this script's
+    own bf16 GEMM rate and copy bandwidth:
+      dense_mha   torch.nn.functional.scaled_dot_product_attention(is_causal=True) in bf16 on
+                  q = [q_nope, q_pe] (192), k = [k_nope, k_pe] (192), v (128), one batched call when
+                  the requests are equally long, else one call per request;
+      sparse_mqa  index_select of the selected 576-wide bf16 rows from a bf16 cache built from
+                  fp8_ds_mla entries (dequantized once, untimed), then bmm(q_lat, K^T), scale and
+                  mask in fp32, logsumexp + exp (softmax), bmm(P in bf16, V = K[..., :512]).
+    forward shapes have no peer. With --ours BENCH.json (mla-bench --benchmark_out, JSON) every
+    shape also gets our median time and ours / peer (below 1: ours is faster).
 
 Runs on the GPU machine's python3 (PyTorch with CUDA); not part of CI.
 Exit status: 0 all bits match, 1 a mismatch, 2 bad usage or unreadable dump.
@@ -17,9 +28,14 @@ Examples:
   build/bin/mla-bench --backend cuda --dump /tmp/dump
   python3 scripts/peer_torch.py --dump /tmp/dump --out /tmp/peer.json
   python3 scripts/peer_torch.py --dump /tmp/dump --no-timing --device cpu
+  build/bin/mla-bench --sweep attention --benchmark_out=/tmp/attn.json --benchmark_out_format=json
+  python3 scripts/peer_torch.py --attention --ours /tmp/attn.json --out /tmp/peer_attn.json
+  python3 scripts/peer_torch.py --attention --sweep quick --timing-device cpu   # smoke test, no GPU
 """
 import argparse
+import itertools
 import json
+import math
 import re
 import statistics
 import sys
@@ -46,6 +62,18 @@ PACK_BYTES_PER_TOKEN = 1024 + 128 + 8 + 656
 GATHER_BYTES_PER_ROW = 656 + 1152
 CONVERT_BYTES_PER_ELEMENT = 4 + 4
 CONVERT_BYTES_PER_ROW = 4 + 4
+
+# mla-bench's attention models (docs/benchmarks.md, apps/mla_bench/bench_attention_ops.h).
+SPARSE_FLOPS_PER_SLOT = 2 * (576 + 512)      # x heads, every one of the K slots of a token
+DENSE_FLOPS_PER_PAIR = 2 * (192 + 128)       # x heads, per attended (query, key) pair
+SPARSE_Q_BYTES_PER_HEAD = 576 * 2
+SPARSE_OUT_BYTES_PER_HEAD = 512 * 2 + 4
+DENSE_Q_BYTES_PER_HEAD = 192 * 2 + 128 * 2 + 4
+DENSE_KV_BYTES_PER_HEAD = 256 * 2
+DENSE_KPE_BYTES = 64 * 2
+QK_HEAD_DIM, V_HEAD_DIM, NOPE_HEAD_DIM = 192, 128, 128
+SOFTMAX_SCALE = 1.0 / math.sqrt(192.0)
+GEMM_SIZE = {"cuda": 8192, "cpu": 384}      # the GEMM ceiling's m = n = k, as mla-bench
 
 DTYPES = {
     "bfloat16": torch.bfloat16,
@@ -491,6 +519,287 @@ def run_timing(sweep_arg, iters, warmup, name_filter, seed):
 
 
 # ----------------------------------------------------------------------------------------------
+# (c) Attention timing: the PyTorch peers of the two routes on the sweep's attention shapes.
+# ----------------------------------------------------------------------------------------------
+
+def causal_pairs(nq, nk):
+    """Bottom-right causal pairs: query i sees keys j <= i + nk - nq (mla-bench's count)."""
+    return sum(min(nk, max(0, i + nk - nq + 1)) for i in range(nq))
+
+
+def equal_split(total, parts):
+    """`total` in `parts` lengths differing by at most one, the longer first (mla-bench's split)."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def attention_shapes(sweep):
+    """(name, op, params) of the sweep's sparse_mqa and dense_mha shapes, named as mla-bench names
+    them (each group's cartesian product, duplicates dropped, file order)."""
+    att = sweep.get("attention") or {}
+    shapes, seen = [], set()
+    sp = att.get("sparse_mqa")
+    if sp:
+        block = sp.get("block_size", 64)
+        for g in sp["shapes"]:
+            for b, q, h, k, l in itertools.product(g["batch"], g["query_tokens"], g["heads"], g["topk"],
+                                                   g["seq_len"]):
+                name = f"sparse_mqa/batch:{b}/q:{q}/H:{h}/K:{k}/seq:{l}"
+                if name not in seen:
+                    seen.add(name)
+                    shapes.append((name, "sparse_mqa",
+                                   {"batch": b, "query_tokens": q, "heads": h, "topk": k, "seq_len": l,
+                                    "block_size": block}))
+    dn = att.get("dense_mha")
+    if dn:
+        for g in dn["shapes"]:
+            for h, n, r in itertools.product(g["heads"], g["tokens"], g["requests"]):
+                name = f"dense_mha/H:{h}/reqs:{r}/tokens:{n}"
+                if name not in seen:
+                    seen.add(name)
+                    shapes.append((name, "dense_mha", {"heads": h, "tokens": n, "requests": r}))
+    fw = att.get("forward")
+    if fw:
+        for b in fw["batches"]:
+            for h, k in itertools.product(b["heads"], b["topk"]):
+                shapes.append((f"forward/{b['name']}/H:{h}/K:{k}", "forward", {}))
+    return shapes
+
+
+def sparse_model(prm, unique_entries):
+    t = prm["batch"] * prm["query_tokens"]
+    flops = t * prm["heads"] * prm["topk"] * SPARSE_FLOPS_PER_SLOT
+    nbytes = unique_entries * ENTRY_BYTES + t * prm["heads"] * (SPARSE_Q_BYTES_PER_HEAD + SPARSE_OUT_BYTES_PER_HEAD)
+    return flops, nbytes
+
+
+def dense_model(prm):
+    h, n = prm["heads"], prm["tokens"]
+    pairs = sum(causal_pairs(l, l) for l in equal_split(n, prm["requests"]))
+    flops = pairs * h * DENSE_FLOPS_PER_PAIR
+    nbytes = n * h * DENSE_Q_BYTES_PER_HEAD + n * (h * DENSE_KV_BYTES_PER_HEAD + DENSE_KPE_BYTES)
+    return flops, nbytes
+
+
+def model_flops(op, prm):
+    if op == "sparse_mqa":
+        return prm["batch"] * prm["query_tokens"] * prm["heads"] * prm["topk"] * SPARSE_FLOPS_PER_SLOT
+    return dense_model(prm)[0]
+
+
+def sparse_attention_torch(q_lat, cache_bf16, slots, scale):
+    """The sparse route as a PyTorch user writes it. q_lat [T, H, 576] bf16, cache_bf16 [S, 576]
+    bf16 (dequantized entries), slots [T, K] int64 global slots (-1 invalid).
+    Returns out_lat [T, H, 512] bf16 and lse [T, H] fp32 (no valid slot: out 0, lse -inf)."""
+    t, k = slots.shape
+    valid = slots >= 0
+    rows = cache_bf16.index_select(0, slots.clamp(min=0).reshape(-1)).view(t, k, LATENT_DIMS)
+    scores = torch.bmm(q_lat, rows.transpose(1, 2)).float() * scale                  # [T, H, K]
+    scores = scores.masked_fill(~valid.unsqueeze(1), float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)                                              # [T, H]
+    p = torch.exp(scores - lse.unsqueeze(-1)).nan_to_num_(0.0)                         # rows with no valid slot: 0
+    out = torch.bmm(p.to(torch.bfloat16), rows[:, :, :NOPE_DIMS])                      # [T, H, 512]
+    return out, lse
+
+
+def dense_attention_torch(q, k, v, lens):
+    """The dense route: q, k [N, H, 192], v [N, H, 128] bf16; causal within each request."""
+    f = torch.nn.functional.scaled_dot_product_attention
+    if len(set(lens)) == 1:
+        r, l = len(lens), lens[0]
+        shape = lambda x: x.view(r, l, x.shape[1], x.shape[2]).transpose(1, 2)   # [R, H, L, D]
+        return f(shape(q), shape(k), shape(v), is_causal=True).transpose(1, 2).reshape(q.shape[0], q.shape[1], -1)
+    outs, start = [], 0
+    for l in lens:
+        sl = lambda x: x[start:start + l].unsqueeze(0).transpose(1, 2)
+        outs.append(f(sl(q), sl(k), sl(v), is_causal=True).transpose(1, 2)[0])
+        start += l
+    return torch.cat(outs, dim=0)
+
+
+def uniform_bf16(shape, amplitude, device, gen):
+    return ((torch.rand(*shape, generator=gen) * 2.0 - 1.0) * amplitude).to(torch.bfloat16).to(device)
+
+
+def setup_sparse(prm, device, gen):
+    """Inputs of one sparse_mqa shape; returns (fn, distinct valid slots)."""
+    b, qn, h, k, seq, block = (prm[x] for x in ("batch", "query_tokens", "heads", "topk", "seq_len", "block_size"))
+    bt, num_blocks = make_layout([seq] * b, block, gen)
+    num_slots = num_blocks * block
+    # The bf16 cache a user would keep: entries packed to fp8_ds_mla and dequantized once (a pool of
+    # distinct entries reused cyclically over the slots).
+    pool_rows = min(16384, num_slots)
+    kv = latent(pool_rows, device, gen)
+    pool = dequantize_entries(quantize_entries(kv[:, :NOPE_DIMS], kv[:, NOPE_DIMS:]))
+    cache_bf16 = pool[torch.arange(num_slots, device=device) % pool_rows]
+    # Token i of request r's qn new tokens sits at seq - qn + i and picks k distinct visible positions.
+    slots = torch.full((b * qn, k), -1, dtype=torch.long)
+    for r in range(b):
+        for i in range(qn):
+            visible = seq - qn + i + 1
+            pos = torch.randperm(visible, generator=gen)[:k]
+            slots[r * qn + i, :pos.numel()] = slots_of(bt, torch.full_like(pos, r), pos, block)
+    unique = int(torch.unique(slots[slots >= 0]).numel())
+    slots = slots.to(device)
+    q_lat = uniform_bf16((b * qn, h, LATENT_DIMS), 1.0, device, gen)
+    return (lambda: sparse_attention_torch(q_lat, cache_bf16, slots, SOFTMAX_SCALE)), unique
+
+
+def setup_dense(prm, device, gen):
+    h, n = prm["heads"], prm["tokens"]
+    lens = equal_split(n, prm["requests"])
+    q = uniform_bf16((n, h, QK_HEAD_DIM), 1.0, device, gen)
+    k_nope = uniform_bf16((n, h, NOPE_HEAD_DIM), 0.4, device, gen)
+    k_pe = uniform_bf16((n, 1, QK_HEAD_DIM - NOPE_HEAD_DIM), 0.4, device, gen)
+    k = torch.cat([k_nope, k_pe.expand(n, h, -1)], dim=2)   # the user's concatenation, untimed
+    v = uniform_bf16((n, h, V_HEAD_DIM), 0.4, device, gen)
+    return lambda: dense_attention_torch(q, k, v, lens)
+
+
+def time_fn(fn, flush, iters, warmup, device):
+    """Per-call seconds: CUDA events with the L2 flushed before each call; on the CPU, perf_counter
+    around each call (warm cache)."""
+    if device.type == "cuda":
+        return time_cuda(fn, flush, iters, warmup)
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def gemm_rate(device, iters=9):
+    """bf16 C = A B, m = n = k = GEMM_SIZE: 2 n^3 / median time (after 2 warm-ups)."""
+    n = GEMM_SIZE[device.type]
+    gen = torch.Generator().manual_seed(1)
+    a = uniform_bf16((n, n), 1.0, device, gen)   # never zeros
+    b = uniform_bf16((n, n), 1.0, device, gen)
+    noflush = torch.empty(1, dtype=torch.uint8, device=device)
+    times = time_fn(lambda: torch.mm(a, b), noflush, iters, 2, device)
+    return 2.0 * n ** 3 / statistics.median(times), n
+
+
+def copy_rate(device, iters=9):
+    if device.type == "cuda":
+        return copy_bandwidth(device, iters)
+    n = 256 << 20
+    src = torch.full((n,), 0x5A, dtype=torch.uint8)
+    dst = torch.empty_like(src)
+    times = time_fn(lambda: dst.copy_(src), None, iters, 2, device)
+    return 2.0 * n / statistics.median(times)
+
+
+def load_ours(path):
+    """{benchmark name: seconds} from an mla-bench JSON output: the median aggregate when there is
+    one, else the mean of the iteration rows. Names lose Google Benchmark's /manual_time suffix."""
+    data = json.loads(Path(path).read_text())
+    unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+    medians, iterations = {}, {}
+    for e in data.get("benchmarks", []):
+        if e.get("error_occurred"):
+            continue
+        name = re.sub(r"/(manual|real)_time$", "", e.get("run_name", e["name"]))
+        seconds = e["real_time"] * unit[e.get("time_unit", "ns")]
+        if e.get("run_type") == "aggregate" or "aggregate_name" in e:
+            if e.get("aggregate_name") == "median":
+                medians[name] = seconds
+        else:
+            iterations.setdefault(name, []).append(seconds)
+    ours = {n: sum(v) / len(v) for n, v in iterations.items()}
+    ours.update(medians)
+    return ours
+
+
+def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path, timing_device):
+    if timing_device == "auto":
+        timing_device = "cuda" if torch.cuda.is_available() else None
+    if timing_device is None:
+        print("peer attention timing: no CUDA device; skipped (--timing-device cpu times on the CPU)")
+        return None
+    if timing_device == "cuda" and not torch.cuda.is_available():
+        raise DumpError("--timing-device cuda: no CUDA device")
+    device = torch.device(timing_device)
+    sweep, sweep_path = load_sweep(sweep_arg)
+    ours = load_ours(ours_path) if ours_path else {}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        device_name = props.name
+        l2 = getattr(props, "L2_cache_size", 0) or (64 << 20)
+        flush = torch.empty(max(2 * l2, 64 << 20), dtype=torch.uint8, device=device)
+        max_flops = None
+    else:
+        device_name, l2, flush = "cpu", 0, None
+        max_flops = (sweep.get("host") or {}).get("max_attention_flops", 2 << 30)   # mla-bench's host cap
+    gemm, gemm_n = gemm_rate(device)
+    copy_bw = copy_rate(device)
+    print(f"peer attention timing on {device_name}: sweep {sweep_path}, bf16 GEMM {gemm_n}^3 "
+          f"{gemm / 1e12:.2f} TFLOP/s, copy {copy_bw / 1e9:.1f} GB/s, median of {iters}"
+          + (f", L2 flush {flush.numel()} bytes" if flush is not None else " (CPU: warm cache, no flush)"))
+    print(f"  {'benchmark':<46} {'median us':>11} {'TFLOP/s':>8} {'% gemm':>7} {'GB/s':>8} {'% copy':>7}"
+          f" {'ours us':>10} {'ours/peer':>9}")
+    results = []
+    gen = torch.Generator().manual_seed(seed)
+    for name, op, prm in attention_shapes(sweep):
+        if name_filter and not re.search(name_filter, name):
+            continue
+        if op == "forward":
+            print(f"  {name:<46} no peer (the peers cover the two attention routes)")
+            continue
+        if max_flops is not None and model_flops(op, prm) > max_flops:
+            print(f"  {name:<46} above the sweep's host.max_attention_flops: not timed on the CPU")
+            continue
+        try:
+            if op == "sparse_mqa":
+                fn, unique = setup_sparse(prm, device, gen)
+                flops, nbytes = sparse_model(prm, unique)
+            else:
+                fn = setup_dense(prm, device, gen)
+                flops, nbytes = dense_model(prm)
+            times = time_fn(fn, flush, iters, warmup, device)
+        except torch.cuda.OutOfMemoryError as e:
+            print(f"  {name:<46} does not fit: {str(e).splitlines()[0]}")
+            results.append({"name": name, "op": op, "error": "out of memory"})
+            fn = None
+            torch.cuda.empty_cache()
+            continue
+        except RuntimeError as e:   # e.g. no SDPA kernel for these dims on this device
+            print(f"  {name:<46} failed: {str(e).splitlines()[0]}")
+            results.append({"name": name, "op": op, "error": str(e).splitlines()[0]})
+            fn = None
+            continue
+        fn = None
+        med = statistics.median(times)
+        entry = {
+            "name": name, "op": op, "iterations": iters, "median_s": med, "min_s": min(times),
+            "max_s": max(times), "flops": flops, "bytes": nbytes,
+            "flops_per_second": flops / med, "pct_of_gemm_rate": 100.0 * flops / med / gemm,
+            "bytes_per_second": nbytes / med, "pct_of_copy_bw": 100.0 * nbytes / med / copy_bw,
+        }
+        ours_s = ours.get(name)
+        if ours_s:
+            entry["ours_s"] = ours_s
+            entry["ours_over_peer"] = ours_s / med
+        results.append(entry)
+        print(f"  {name:<46} {med * 1e6:>11.2f} {entry['flops_per_second'] / 1e12:>8.3f} "
+              f"{entry['pct_of_gemm_rate']:>7.1f} {entry['bytes_per_second'] / 1e9:>8.1f} {entry['pct_of_copy_bw']:>7.1f}"
+              + (f" {ours_s * 1e6:>10.2f} {ours_s / med:>9.3f}" if ours_s else f" {'-':>10} {'-':>9}"))
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return {
+        "device": device_name, "torch": torch.__version__, "cuda": torch.version.cuda, "sweep": str(sweep_path),
+        "l2_bytes": l2, "flush_bytes": flush.numel() if flush is not None else 0,
+        "gemm_flops_per_second": gemm, "gemm_size": gemm_n, "copy_bytes_per_second": copy_bw,
+        "ours": str(ours_path) if ours_path else None,
+        "timing": ("CUDA events per iteration, L2 flushed (untimed) before each, median" if device.type == "cuda"
+                   else "time.perf_counter per call on the CPU, warm cache, median"),
+        "models": "mla-bench's FLOP and byte models (docs/benchmarks.md); sparse bytes count 656 per distinct entry",
+        "results": results,
+    }
+
+
+# ----------------------------------------------------------------------------------------------
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
@@ -499,7 +808,16 @@ def parse_args(argv):
     ap.add_argument("--out", help="write the results (check summary and timings) as JSON to this file")
     ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "both"],
                     help="where the check recomputes (auto: cuda when available)")
-    ap.add_argument("--sweep", default="cache_path", help="sweep name (scenarios/sweeps/NAME.json) or file")
+    ap.add_argument("--sweep", default=None,
+                    help="sweep name (scenarios/sweeps/NAME.json) or file (default: cache_path; attention "
+                         "with --attention)")
+    ap.add_argument("--attention", action="store_true",
+                    help="time the attention peers (SDPA, gather + matmul) on the sweep's attention shapes "
+                         "instead of the cache-path operations; the --dump check runs only when --dump is given")
+    ap.add_argument("--ours", help="mla-bench JSON output (--benchmark_out) to put our times beside the peer's")
+    ap.add_argument("--timing-device", default="auto", choices=["auto", "cuda", "cpu"],
+                    help="--attention: where to time (auto: cuda when available, else skipped; cpu: a smoke "
+                         "test with perf_counter, shapes above the sweep's host.max_attention_flops skipped)")
     ap.add_argument("--filter", default="", help="time only shapes whose name matches this regex")
     ap.add_argument("--iters", type=int, default=30, help="timed iterations per shape (>= 20)")
     ap.add_argument("--warmup", type=int, default=3)
@@ -510,8 +828,14 @@ def parse_args(argv):
     args = ap.parse_args(argv)
     if args.iters < 20:
         ap.error("--iters must be at least 20")
+    if args.attention and not args.dump:
+        args.no_check = True
     if not args.no_check and not args.dump:
-        ap.error("--dump DIR is required unless --no-check")
+        ap.error("--dump DIR is required unless --no-check (or --attention)")
+    if args.ours and not args.attention:
+        ap.error("--ours goes with --attention")
+    if args.sweep is None:
+        args.sweep = "attention" if args.attention else "cache_path"
     return args
 
 
@@ -541,7 +865,14 @@ def main(argv=None):
     except DumpError as e:
         print(f"peer_torch.py: {e}", file=sys.stderr)
         return 2
-    if not args.no_timing:
+    if not args.no_timing and args.attention:
+        try:
+            summary["attention_timing"] = run_attention_timing(args.sweep, args.iters, args.warmup, args.filter,
+                                                               args.seed, args.ours, args.timing_device)
+        except (DumpError, OSError, ValueError, KeyError) as e:
+            print(f"peer_torch.py: {e}", file=sys.stderr)
+            return 2
+    elif not args.no_timing:
         summary["timing"] = run_timing(args.sweep, args.iters, args.warmup, args.filter, args.seed)
     if args.out:
         out = Path(args.out)

@@ -7,7 +7,6 @@
 #include <functional>
 #include <memory>
 #include <new>
-#include <numeric>
 #include <stdexcept>
 #include <utility>
 
@@ -194,26 +193,26 @@ class RecordingBackend final : public Backend {
   bool supports_attention() const override { return inner_.supports_attention(); }
 
   Status pack(const PackParams& p) override {
-    return forward("pack", p, {0.0, static_cast<double>(p.num_tokens) * kPackBytesPerToken, FlopKind::kNone},
+    return call_and_record("pack", p, {0.0, static_cast<double>(p.num_tokens) * kPackBytesPerToken, FlopKind::kNone},
                    [](Backend& b, const PackParams& q) { return b.pack(q); });
   }
   Status gather(const GatherParams& p) override {
-    return forward("gather", p, {0.0, static_cast<double>(p.num_rows) * kGatherBytesPerRow, FlopKind::kNone},
+    return call_and_record("gather", p, {0.0, static_cast<double>(p.num_rows) * kGatherBytesPerRow, FlopKind::kNone},
                    [](Backend& b, const GatherParams& q) { return b.gather(q); });
   }
   Status gather_flat_fp8(const FlatFp8GatherParams& p) override {
-    return forward("gather_flat_fp8", p,
+    return call_and_record("gather_flat_fp8", p,
                    {0.0, static_cast<double>(p.base.num_rows) * kGatherBytesPerRow, FlopKind::kNone},
                    [](Backend& b, const FlatFp8GatherParams& q) { return b.gather_flat_fp8(q); });
   }
   Status convert(const ConvertParams& p) override {
     const double bytes = static_cast<double>(p.num_tokens) * p.topk * kConvertBytesPerElement +
                          static_cast<double>(p.num_tokens) * kConvertBytesPerRow;
-    return forward("convert", p, {0.0, bytes, FlopKind::kNone},
+    return call_and_record("convert", p, {0.0, bytes, FlopKind::kNone},
                    [](Backend& b, const ConvertParams& q) { return b.convert(q); });
   }
   Status gemm(const GemmParams& p) override {
-    return forward("gemm", p, gemm_cost(p), [](Backend& b, const GemmParams& q) { return b.gemm(q); });
+    return call_and_record("gemm", p, gemm_cost(p), [](Backend& b, const GemmParams& q) { return b.gemm(q); });
   }
   Status sparse_mqa(const SparseMqaParams& p) override {
     // The converted indices are on the backend (written by the convert before): read them back
@@ -230,7 +229,7 @@ class RecordingBackend final : public Backend {
       }
       unique = count_unique_slots(used.data(), static_cast<int64_t>(used.size()), p.cache.num_slots());
     }
-    return forward("sparse_mqa", p, sparse_cost(p.num_tokens, p.num_heads, p.topk, unique),
+    return call_and_record("sparse_mqa", p, sparse_cost(p.num_tokens, p.num_heads, p.topk, unique),
                    [](Backend& b, const SparseMqaParams& q) { return b.sparse_mqa(q); });
   }
   Status dense_mha(const DenseMhaParams& p) override {
@@ -249,7 +248,7 @@ class RecordingBackend final : public Backend {
   }
   Status merge(const MergeParams& p) override {
     const double bytes = static_cast<double>(p.rows) * (6.0 * p.width + 12.0);
-    return forward("merge", p, {0.0, bytes, FlopKind::kNone},
+    return call_and_record("merge", p, {0.0, bytes, FlopKind::kNone},
                    [](Backend& b, const MergeParams& q) { return b.merge(q); });
   }
 
@@ -264,7 +263,7 @@ class RecordingBackend final : public Backend {
 
  private:
   template <typename P, typename F>
-  Status forward(const char* op, const P& p, const Cost& cost, F call) {
+  Status call_and_record(const char* op, const P& p, const Cost& cost, F call) {
     MLA_RETURN_IF_ERROR(call(inner_, p));
     if (recording_) launches_.push_back({op, [p, call](Backend& b) { return call(b, p); }, cost});
     return Status();

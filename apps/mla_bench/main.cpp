@@ -72,7 +72,11 @@ std::string human_rate(double bytes_per_second) {
 
 std::string human_flops(double flops_per_second) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f TFLOP/s", flops_per_second / 1e12);
+  if (flops_per_second >= 1e12) {
+    std::snprintf(buf, sizeof buf, "%.1f TFLOP/s", flops_per_second / 1e12);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f GFLOP/s", flops_per_second / 1e9);
+  }
   return buf;
 }
 

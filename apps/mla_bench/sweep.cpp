@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
-#include <tuple>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
