@@ -51,7 +51,7 @@ class Backend {
  protected:
   template <typename P>
   Status unsupported(const P&, const char* op) const {
-    return Status::error("the " + info().name + " backend has no " + op + " kernel");
+    return Status::unsupported("the " + info().name + " backend has no " + op + " kernel");
   }
 };
 

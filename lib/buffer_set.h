@@ -13,11 +13,20 @@
 
 namespace mla {
 
+// Byte every output is poisoned with: bf16 0x5A5A and fp32 0x5A5A5A5A are ~1.5e16, int32
+// 0x5A5A5A5A is a slot no pool has; no kernel produces them, so an unwritten element shows.
+inline constexpr uint8_t kPoisonByte = 0x5A;
+
 // Thrown inside a check when a backend operation fails; the check ends in ERROR with its message.
 struct BackendError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// Thrown when the backend lacks the operation: the check ends in SKIP with its message.
+struct UnsupportedError : BackendError {
+  using BackendError::BackendError;
+};
 inline void must(const Status& s) {
+  if (s.is_unsupported()) throw UnsupportedError(s.message());
   if (!s.ok()) throw BackendError(s.message());
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 
 namespace mla {
 
@@ -138,15 +139,20 @@ std::vector<double> widen_bf16(const std::vector<uint16_t>& v) {
 std::vector<double> widen_f32(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
 void merge_into(Metrics& a, const Metrics& b) {
+  // Exact and tolerance metrics do not mix: their verdict rules differ (a NaN mismatch is FAIL in
+  // one, NONFINITE in the other).
+  if (a.elements > 0 && b.elements > 0 && a.bit_exact.has_value() != b.bit_exact.has_value())
+    throw std::logic_error("merge_into: cannot merge exact and tolerance metrics");
   auto max_nan = [](double x, double y) { return std::isnan(x) ? y : std::isnan(y) ? x : std::max(x, y); };
   if (a.worst_index < 0 && b.worst_index >= 0) {
     a.worst_index = b.worst_index;
     a.worst_ref = b.worst_ref;
     a.worst_got = b.worst_got;
   }
+  if (a.elements == 0) a.bit_exact = b.bit_exact;
+  else if (a.bit_exact && b.bit_exact) a.bit_exact = *a.bit_exact && *b.bit_exact;
   a.elements += b.elements;
   a.mismatches += b.mismatches;
-  if (b.bit_exact) a.bit_exact = a.bit_exact.value_or(true) && *b.bit_exact;
   a.max_abs_err = max_nan(a.max_abs_err, b.max_abs_err);
   a.max_rel_err = max_nan(a.max_rel_err, b.max_rel_err);
   a.cos_diff = max_nan(a.cos_diff, b.cos_diff);
@@ -155,7 +161,8 @@ void merge_into(Metrics& a, const Metrics& b) {
   a.guard_bytes_changed += b.guard_bytes_changed;
   a.untouched_bytes_changed += b.untouched_bytes_changed;
   a.inputs_modified = a.inputs_modified || b.inputs_modified;
-  for (const auto& [k, v] : b.extra) a.extra[k] += v;
+  // Counts add up; tolerances (tol_*) are settings, not counts.
+  for (const auto& [k, v] : b.extra) a.extra[k] = k.rfind("tol_", 0) == 0 ? max_nan(a.extra[k], v) : a.extra[k] + v;
 }
 
 }  // namespace mla

@@ -9,7 +9,6 @@ namespace mla {
 
 namespace {
 
-constexpr uint8_t kPoison = 0x5A;  // bf16 0x5A5A ~ 1.5e16: shows any row nothing wrote
 
 std::vector<int32_t> prefix_sums(const std::vector<int32_t>& lens) {
   std::vector<int32_t> cu(lens.size() + 1, 0);
@@ -48,8 +47,8 @@ UpProjected up_project(Backend& be, BufferSet& bufs, const bf16_t* rows, int64_t
                        const bf16_t* w_uk, const bf16_t* w_uv) {
   UpProjected u;
   const size_t elems = static_cast<size_t>(std::max<int64_t>(n, 1)) * H * kDn;
-  u.k_nope = bufs.output<bf16_t>(elems, kPoison).as<bf16_t>();
-  u.v = bufs.output<bf16_t>(elems, kPoison).as<bf16_t>();
+  u.k_nope = bufs.output<bf16_t>(elems, kPoisonByte).as<bf16_t>();
+  u.v = bufs.output<bf16_t>(elems, kPoisonByte).as<bf16_t>();
   gemm_heads(be, rows, row_stride, 0, w_uk, true, u.k_nope, int64_t{H} * kDn, kDn, n, kDn, kDc, H);
   gemm_heads(be, rows, row_stride, 0, w_uv, true, u.v, int64_t{H} * kDv, kDv, n, kDv, kDc, H);
   return u;
@@ -87,7 +86,7 @@ bf16_t* gather_rows(Backend& be, BufferSet& bufs, const Batch& b, const DeviceIn
   if (inj != Injection::kIgnoreSeqStarts) g.seq_starts = bufs.input(starts);
   g.num_rows = rows;
   g.dst_row_stride = kDl;
-  g.dst = bufs.output<bf16_t>(static_cast<size_t>(std::max<int64_t>(rows, 1)) * kDl, kPoison).as<bf16_t>();
+  g.dst = bufs.output<bf16_t>(static_cast<size_t>(std::max<int64_t>(rows, 1)) * kDl, kPoisonByte).as<bf16_t>();
   if (inj == Injection::kFlatFp8Gather) {
     FlatFp8GatherParams f;
     f.base = g;
@@ -141,7 +140,7 @@ int64_t run_dense(Backend& be, BufferSet& bufs, const Batch& b, const AttentionD
   const bf16_t* q_nope = dev.q_nope + first_tok * H * kDn;
   const bf16_t* q_pe = dev.q_pe + first_tok * H * kDr;
   bf16_t* out = dev.out + first_tok * H * kDv;
-  float* lse = bufs.output<float>(static_cast<size_t>(tp) * H, kPoison).as<float>();
+  float* lse = bufs.output<float>(static_cast<size_t>(tp) * H, kPoisonByte).as<float>();
 
   // New tokens, causal among themselves.
   const bf16_t* rows;
@@ -169,8 +168,8 @@ int64_t run_dense(Backend& be, BufferSet& bufs, const Batch& b, const AttentionD
   int64_t chunk = cfg.workspace_rows > 0 ? std::max<int64_t>(1, cfg.workspace_rows / with_ctx) : max_ctx;
   if (chunk >= b.geometry.block_size) chunk -= chunk % b.geometry.block_size;
   const int64_t num_chunks = (max_ctx + chunk - 1) / chunk;
-  bf16_t* out_c = bufs.output<bf16_t>(static_cast<size_t>(tp) * H * kDv, kPoison).as<bf16_t>();
-  float* lse_c = bufs.output<float>(static_cast<size_t>(tp) * H, kPoison).as<float>();
+  bf16_t* out_c = bufs.output<bf16_t>(static_cast<size_t>(tp) * H * kDv, kPoisonByte).as<bf16_t>();
+  float* lse_c = bufs.output<float>(static_cast<size_t>(tp) * H, kPoisonByte).as<float>();
   for (int64_t i = 0; i < num_chunks; ++i) {
     std::vector<int32_t> lens(ctx_lens.size()), starts(ctx_lens.size(), static_cast<int32_t>(i * chunk));
     for (size_t r = 0; r < ctx_lens.size(); ++r)
@@ -199,13 +198,16 @@ void run_sparse(Backend& be, BufferSet& bufs, const Batch& b, const AttentionDat
   if (ns == 0) return;
   const int32_t H = d.heads, K = d.topk;
   const int64_t T = b.num_tokens;
-  // Injected bugs size launches by the whole batch; guards absorb what they overrun.
+  // Injected bugs size launches by the whole batch. Whatever the injection, the after-guard of
+  // every per-token buffer covers all T tokens of the batch (the largest row count any input
+  // implies), so a launch sized by the batch instead of the tokens passed ends in OOB, not in a
+  // crash or a neighbour's corruption.
   const bool full_convert = cfg.injection == Injection::kUnboundedConvert && ns < T;
   const bool full_plan = cfg.injection == Injection::kFullBatchMetadata && ns < T;
   const int64_t convert_rows = full_convert ? T : ns;
   const int64_t plan_tokens = full_plan ? T : ns;
-  auto guard_for = [&](int64_t rows, size_t row_bytes) {
-    return GuardedBuffer::kDefaultGuardBytes + static_cast<size_t>(rows - ns) * row_bytes;
+  auto guard_for = [&](size_t row_bytes) {
+    return GuardedBuffer::kDefaultGuardBytes + static_cast<size_t>(T - ns) * row_bytes;
   };
 
   // Index conversion, req_id sliced to the rows of indices.
@@ -214,7 +216,7 @@ void run_sparse(Backend& be, BufferSet& bufs, const Batch& b, const AttentionDat
   ConvertParams c;
   c.req_id = bufs.input(req_rows);
   c.num_tokens = convert_rows;
-  c.indices = bufs.input(pos_rows, guard_for(convert_rows, K * sizeof(int32_t)));
+  c.indices = bufs.input(pos_rows, guard_for(K * sizeof(int32_t)));
   c.indices_rows = convert_rows;
   c.topk = K;
   c.indices_row_stride = K;
@@ -223,14 +225,13 @@ void run_sparse(Backend& be, BufferSet& bufs, const Batch& b, const AttentionDat
   c.block_table_width = b.block_table.width;
   c.block_table_stride = b.block_table.stride;
   c.block_size = b.geometry.block_size;
-  const size_t slots_guard = guard_for(std::max(convert_rows, plan_tokens), K * sizeof(int32_t));
-  c.out = bufs.output<int32_t>(static_cast<size_t>(ns) * K, kPoison, slots_guard).as<int32_t>();
+  c.out = bufs.output<int32_t>(static_cast<size_t>(ns) * K, kPoisonByte, guard_for(K * sizeof(int32_t))).as<int32_t>();
   c.out_row_stride = K;
   must(be.convert(c));
 
   // Absorption: q_nope_lat[t, h] = W_UK[h]^T q_nope[t, h].
-  bf16_t* q_lat = bufs.output<bf16_t>(static_cast<size_t>(ns) * H * kDc, kPoison,
-                                      guard_for(plan_tokens, size_t{2} * H * kDc)).as<bf16_t>();
+  bf16_t* q_lat = bufs.output<bf16_t>(static_cast<size_t>(ns) * H * kDc, kPoisonByte,
+                                      guard_for(size_t{2} * H * kDc)).as<bf16_t>();
   gemm_heads(be, dev.q_nope, int64_t{H} * kDn, kDn, dev.w_uk, false, q_lat, int64_t{H} * kDc, kDc, ns, kDc, kDn, H);
 
   // Scheduler metadata for exactly the tokens passed (failure mode 4 when injected).
@@ -249,9 +250,9 @@ void run_sparse(Backend& be, BufferSet& bufs, const Batch& b, const AttentionDat
   p.topk = K;
   p.cache = cache_view(b, dev.cache);
   p.scale = cfg.scale;
-  p.out_lat = bufs.output<bf16_t>(static_cast<size_t>(ns) * H * kDc, kPoison,
-                                  guard_for(plan_tokens, size_t{2} * H * kDc)).as<bf16_t>();
-  p.lse = bufs.output<float>(static_cast<size_t>(ns) * H, kPoison, guard_for(plan_tokens, sizeof(float) * H)).as<float>();
+  p.out_lat = bufs.output<bf16_t>(static_cast<size_t>(ns) * H * kDc, kPoisonByte,
+                                  guard_for(size_t{2} * H * kDc)).as<bf16_t>();
+  p.lse = bufs.output<float>(static_cast<size_t>(ns) * H, kPoisonByte, guard_for(sizeof(float) * H)).as<float>();
   attach_plan(bufs, plan, p);
   must(be.sparse_mqa(p));
 
@@ -299,7 +300,7 @@ ForwardResult run_forward(Backend& be, BufferSet& bufs, const Batch& b, const At
   dev.block_table = bufs.input(b.block_table.data);
   GuardedBuffer& cache = bufs.in_out(d.context_cache);
   dev.cache = cache.as<uint8_t>();
-  GuardedBuffer& out = bufs.output<bf16_t>(static_cast<size_t>(T) * H * kDv, kPoison);
+  GuardedBuffer& out = bufs.output<bf16_t>(static_cast<size_t>(T) * H * kDv, kPoisonByte);
   dev.out = out.as<bf16_t>();
 
   // 2. The new tokens enter the cache before attention.
@@ -319,6 +320,7 @@ ForwardResult run_forward(Backend& be, BufferSet& bufs, const Batch& b, const At
   run_sparse(be, bufs, b, d, dev, res.num_sparse_tokens, cfg);
   must(be.synchronize());
   must(out.download(res.out));
+  must(cache.download(res.cache));
   return res;
 }
 

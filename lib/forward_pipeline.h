@@ -40,6 +40,7 @@ struct ForwardResult {
   int64_t num_sparse_tokens = 0;  // tokens that went through sparse MQA
   bool prefills_dense = false;
   int64_t context_chunks = 0;
+  std::vector<uint8_t> cache;  // the cache after the step (context + the new tokens packed)
 };
 
 // Decodes by the non-uniform rule (leading requests with 1 <= query_len <= threshold): the second

@@ -22,6 +22,12 @@ const std::vector<InjectionInfo>& all_injections() {
   return kAll;
 }
 
+const InjectionInfo& injection_info(Injection inj) {
+  for (const auto& i : all_injections())
+    if (i.injection == inj) return i;
+  return all_injections().front();
+}
+
 std::optional<Injection> injection_from_string(const std::string& name) {
   if (name.empty() || name == "none") return Injection::kNone;
   for (const auto& i : all_injections())

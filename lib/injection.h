@@ -27,6 +27,7 @@ struct InjectionInfo {
 };
 
 const std::vector<InjectionInfo>& all_injections();
+const InjectionInfo& injection_info(Injection i);  // i != kNone
 std::optional<Injection> injection_from_string(const std::string& name);
 const char* to_string(Injection i);  // "" for kNone
 

@@ -98,14 +98,9 @@ json scenario_to_json_value(const ScenarioResult& s) {
 }  // namespace
 
 Verdict run_verdict(const RunReport& r) {
-  Verdict v = Verdict::kPass;
-  bool any_pass = false;
-  for (const auto& s : r.scenarios) {
-    any_pass = any_pass || s.verdict == Verdict::kPass;
-    if (s.verdict != Verdict::kSkip) v = worst(v, s.verdict);
-  }
-  if (!r.scenarios.empty() && !any_pass && v == Verdict::kPass) v = Verdict::kSkip;
-  return v;
+  std::vector<Verdict> v;
+  for (const auto& s : r.scenarios) v.push_back(s.verdict);
+  return aggregate(v);
 }
 
 std::string report_to_json(const RunReport& r) {
@@ -143,7 +138,7 @@ std::string report_to_json(const RunReport& r) {
         {"by_verdict", by_verdict}}},
       {"scenarios", scenarios},
   };
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 Status write_report_atomic(const std::string& path, const RunReport& r) {
@@ -163,7 +158,9 @@ Status write_report_atomic(const std::string& path, const RunReport& r) {
   return Status();
 }
 
-std::string scenario_result_to_json(const ScenarioResult& r) { return scenario_to_json_value(r).dump(); }
+std::string scenario_result_to_json(const ScenarioResult& r) {
+  return scenario_to_json_value(r).dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 std::optional<ScenarioResult> scenario_result_from_json(const std::string& text, std::string* error) {
   try {

@@ -670,6 +670,14 @@ void check_scenario(const Scenario& s) {
   }
 
   const int32_t num_decodes = count_decodes(s.batch.query_lens, s.batch.decode_threshold);
+  if (s.attention.workspace_rows > 0) {
+    // Every request with context needs at least one row of each chunk.
+    int64_t with_context = 0;
+    for (size_t r = 0; r < num_reqs; ++r) with_context += s.batch.seq_lens[r] > s.batch.query_lens[r];
+    if (s.attention.workspace_rows < with_context)
+      fail("/attention/workspace_rows", std::to_string(s.attention.workspace_rows) + " rows cannot hold one row for each of the " +
+                                            std::to_string(with_context) + " requests with cached context");
+  }
   const bool dcp_check = std::find(s.checks.begin(), s.checks.end(), CheckKind::kDcp) != s.checks.end();
   if (dcp_check && B % s.attention.dcp_interleave != 0)
     fail("/attention/dcp/interleave", "block_size " + std::to_string(B) + " is not a multiple of interleave " +

@@ -30,16 +30,10 @@ bool is_attention_check(CheckKind k) {
 }  // namespace
 
 Verdict scenario_verdict(const ScenarioResult& r) {
-  Verdict v = r.error.empty() ? Verdict::kPass : Verdict::kError;
-  bool any_pass = false, any = false;
-  for (const auto& c : r.checks) {
-    any = true;
-    any_pass = any_pass || c.verdict == Verdict::kPass;
-    if (c.verdict != Verdict::kSkip) v = worst(v, c.verdict);
-  }
-  // All checks skipped: the scenario itself is SKIP, not PASS.
-  if (r.error.empty() && any && !any_pass && v == Verdict::kPass) v = Verdict::kSkip;
-  return v;
+  std::vector<Verdict> v;
+  for (const auto& c : r.checks) v.push_back(c.verdict);
+  if (!r.error.empty()) v.push_back(Verdict::kError);
+  return aggregate(v);
 }
 
 ScenarioResult run_scenario(const Scenario& s, Backend& backend, Injection injection) {
@@ -93,6 +87,38 @@ ScenarioResult run_scenario(const Scenario& s, Backend& backend, Injection injec
   res.verdict = scenario_verdict(res);
   res.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
+}
+
+InjectionOutcome injection_outcome(Injection injection, const std::vector<ScenarioResult>& results) {
+  const InjectionInfo& info = injection_info(injection);
+  InjectionOutcome o;
+  int ran = 0, caught = 0;
+  std::string first;
+  for (const auto& s : results) {
+    bool ran_here = false, caught_here = false;
+    for (const auto& c : s.checks) {
+      if (c.check != info.expected_check || c.verdict == Verdict::kSkip) continue;
+      ran_here = true;
+      caught_here = caught_here || std::string(to_string(c.verdict)) == info.expected_verdict;
+    }
+    ran += ran_here;
+    caught += caught_here;
+    if (caught_here && first.empty()) first = s.name;
+  }
+  o.exercised = ran > 0;
+  o.caught = caught > 0;
+  if (o.caught) {
+    o.summary = "caught (" + std::string(info.expected_check) + " " + info.expected_verdict + ") in " +
+                std::to_string(caught) + " of " + std::to_string(ran) + " scenarios running " + info.expected_check +
+                ", e.g. " + first;
+  } else if (ran == 0) {
+    o.summary = std::string("NOT EXERCISED: no selected scenario runs the ") + info.expected_check +
+                " check that catches it";
+  } else {
+    o.summary = std::string("NOT CAUGHT: ") + std::to_string(ran) + " scenarios ran " + info.expected_check +
+                " and none ended in " + info.expected_verdict + " (the harness's own bug, or no scenario exercises it)";
+  }
+  return o;
 }
 
 }  // namespace mla

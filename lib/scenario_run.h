@@ -27,4 +27,13 @@ ScenarioResult run_scenario(const Scenario& s, Backend& backend, Injection injec
 // The worst verdict of the checks (and ERROR when error is set).
 Verdict scenario_verdict(const ScenarioResult& r);
 
+// Whether an injected failure was caught: some scenario ran the injection's expected check and
+// it ended in the expected verdict. summary says which scenarios caught it, or why not.
+struct InjectionOutcome {
+  bool exercised = false;  // some scenario ran the check that catches it
+  bool caught = false;
+  std::string summary;
+};
+InjectionOutcome injection_outcome(Injection injection, const std::vector<ScenarioResult>& results);
+
 }  // namespace mla

@@ -33,15 +33,14 @@ SparseMqaPlan plan_sparse_mqa(int32_t num_tokens, int32_t topk, int32_t target_i
 }
 
 void attach_plan(BufferSet& bufs, const SparseMqaPlan& plan, SparseMqaParams& p) {
-  constexpr uint8_t kPoison = 0x5A;
-  p.metadata.items = bufs.input(plan.items);
+    p.metadata.items = bufs.input(plan.items);
   p.metadata.num_items = static_cast<int32_t>(plan.items.size());
   p.metadata.split_offsets = bufs.input(plan.split_offsets);
   p.metadata.num_tokens_planned = plan.num_tokens;
   p.metadata.num_partials = plan.num_partials;
   const size_t partials = static_cast<size_t>(std::max(plan.num_partials, 1));
-  p.partial_out = bufs.output<float>(partials * p.num_heads * DsMlaEntry::kNopeDims, kPoison).as<float>();
-  p.partial_lse = bufs.output<float>(partials * p.num_heads, kPoison).as<float>();
+  p.partial_out = bufs.output<float>(partials * p.num_heads * DsMlaEntry::kNopeDims, kPoisonByte).as<float>();
+  p.partial_lse = bufs.output<float>(partials * p.num_heads, kPoisonByte).as<float>();
 }
 
 }  // namespace mla

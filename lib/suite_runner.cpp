@@ -175,15 +175,32 @@ std::vector<ScenarioResult> run_suite(const SuiteOptions& opt) {
         r.verdict = Verdict::kError;
         return r;
       }
-      // Test hook: proves that a crashing scenario loses no other scenario's result.
+      // Test hooks: prove that a crashing or hanging scenario loses no other scenario's result.
       if (const char* crash = std::getenv("MLA_CHECK_TEST_CRASH"); crash && opt.isolate && s.name == crash)
         std::raise(SIGSEGV);
+      if (const char* hang = std::getenv("MLA_CHECK_TEST_HANG"); hang && opt.isolate && s.name == hang)
+        for (;;) ::pause();
       return run_scenario(s, *backend, opt.injection);
     };
     ScenarioResult r;
     if (opt.isolate) {
       const auto t0 = std::chrono::steady_clock::now();
-      const ChildOutcome c = run_in_child([&] { return scenario_result_to_json(run_here()); }, opt.timeout_s);
+      const ChildOutcome c = run_in_child(
+          [&] {
+            // An exception escaping the scenario becomes its ERROR with the message, not a bare
+            // exit code.
+            try {
+              return scenario_result_to_json(run_here());
+            } catch (const std::exception& e) {
+              ScenarioResult r;
+              r.name = s.name;
+              r.file = s.file;
+              r.error = std::string("scenario process: ") + e.what();
+              r.verdict = Verdict::kError;
+              return scenario_result_to_json(r);
+            }
+          },
+          opt.timeout_s);
       std::string parse_error;
       std::optional<ScenarioResult> parsed;
       if (c.ok) parsed = scenario_result_from_json(c.output, &parse_error);

@@ -16,6 +16,18 @@ std::optional<Verdict> verdict_from_string(const std::string& s) {
   return std::nullopt;
 }
 
+Verdict aggregate(const std::vector<Verdict>& verdicts) {
+  Verdict v = Verdict::kPass;
+  bool all_skipped = !verdicts.empty();
+  for (Verdict x : verdicts) {
+    if (x != Verdict::kSkip) {
+      all_skipped = false;
+      v = worst(v, x);
+    }
+  }
+  return all_skipped ? Verdict::kSkip : v;
+}
+
 Verdict verdict_from_metrics(const Metrics& m) {
   if (m.guard_bytes_changed > 0 || m.untouched_bytes_changed > 0 || m.inputs_modified) return Verdict::kOob;
   const bool exact = m.bit_exact.has_value();

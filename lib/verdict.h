@@ -19,6 +19,10 @@ std::optional<Verdict> verdict_from_string(const std::string& s);
 inline Verdict worst(Verdict a, Verdict b) { return static_cast<int>(a) >= static_cast<int>(b) ? a : b; }
 inline bool is_failure(Verdict v) { return v != Verdict::kPass && v != Verdict::kSkip; }
 
+// The verdict of a group (a scenario's checks, a run's scenarios): the worst, where SKIP counts
+// only when everything was skipped (then the group is SKIP, not PASS). Empty: PASS.
+Verdict aggregate(const std::vector<Verdict>& verdicts);
+
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // What a comparison found. Doubles that do not apply stay NaN (written as null).

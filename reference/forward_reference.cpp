@@ -46,6 +46,14 @@ int64_t dense_slot(const ForwardInputs& in, int32_t r, int64_t p) {
 
 }  // namespace
 
+int32_t count_decode_requests(const std::vector<int32_t>& query_len, int32_t threshold) {
+  if (query_len.empty()) return 0;
+  const int32_t first = query_len.front();
+  if (first < 1 || first > threshold) return 0;
+  const auto end = std::find_if(query_len.begin(), query_len.end(), [first](int32_t q) { return q != first; });
+  return static_cast<int32_t>(end - query_len.begin());
+}
+
 bool prefills_go_dense(const std::vector<int32_t>& seq_len, int32_t num_decodes, int32_t topk, bool force_sparse) {
   require(num_decodes >= 0 && sz(num_decodes) <= seq_len.size(), "prefills_go_dense: num_decodes outside [0, R]");
   if (force_sparse) return false;

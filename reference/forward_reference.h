@@ -23,6 +23,11 @@ enum class NewTokenKv {
 // SPEC 4.4: prefills (requests [num_decodes, R), every one of them, whatever its query length) go
 // to dense MHA iff every prefill's seq_len <= topk and not force_sparse. Vacuously true without
 // prefills. Decodes always go sparse.
+// SPEC 4.4's split, the reference's own: the decodes are the leading requests whose query length
+// is in [1, threshold] and equal to the first request's (a request with 0 new tokens is not a
+// decode and ends the run).
+int32_t count_decode_requests(const std::vector<int32_t>& query_len, int32_t threshold);
+
 bool prefills_go_dense(const std::vector<int32_t>& seq_len, int32_t num_decodes, int32_t topk, bool force_sparse);
 
 struct ForwardInputs {

@@ -13,6 +13,7 @@
 #include <benchmark/benchmark.h>
 
 #include "apps/mla_bench/bench_inputs.h"
+#include "apps/mla_bench/timed_iterations.h"
 #include "kernels/common/bf16.h"
 #include "kernels/common/ds_mla_entry.h"
 #include "lib/attention_data.h"
@@ -681,21 +682,8 @@ void run_benchmark(benchmark::State& st, const Shape& shape) {
   BenchEnv& env = *s.env;
   Prepared* prepared = prepare(st, shape);
   if (prepared == nullptr) return;
-  double timed = 0.0;
-  for (auto _ : st) {
-    Status status = env.flusher->flush();  // untimed: issued before the start event
-    if (status.ok()) status = env.timer->start();
-    if (status.ok()) status = prepared->run(*env.backend);
-    double seconds = 0.0;
-    if (status.ok()) status = env.timer->stop(&seconds);
-    if (!status.ok()) {
-      ++s.runtime_errors;
-      st.SkipWithError(status.message().c_str());
-      break;
-    }
-    st.SetIterationTime(seconds);
-    timed += seconds;
-  }
+  const double timed =
+      time_iterations(st, env, [&](Backend& b) { return prepared->run(b); }, &s.runtime_errors);
   if (st.error_occurred()) return;
   const auto iters = static_cast<int64_t>(st.iterations());
   st.SetBytesProcessed(iters * prepared->bytes);

@@ -48,7 +48,8 @@ std::string default_scenario_dir() {
   return MLA_DEFAULT_SCENARIO_DIR;
 }
 
-// --scenario X: an existing path, else the name (file stem or "name" field) of a shipped scenario.
+// --scenario X: an existing path, else the file stem of a shipped scenario (shipped files are
+// named after their scenario).
 bool resolve_scenario_arg(const std::string& arg, const std::vector<std::string>& shipped, std::string* path) {
   if (fs::exists(arg)) {
     *path = arg;
@@ -64,7 +65,7 @@ bool resolve_scenario_arg(const std::string& arg, const std::vector<std::string>
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"mla-check: proves sparse-MLA (fp8_ds_mla) kernels correct against an independent reference.\n"
                "With no arguments, runs every scenario of the shipped suite on the best backend."};
   std::vector<std::string> scenario_args, exclude_tags;
@@ -85,6 +86,7 @@ int main(int argc, char** argv) {
   app.add_flag("--list-injections", list_injections, "List the failure injections and exit");
   app.add_option("--seed", seed, "Override every scenario's seed");
   app.add_option("--timeout", timeout_s, "Seconds one scenario may run before it is killed (ERROR)")
+      ->check(CLI::Range(1.0, 7 * 86400.0))
       ->capture_default_str();
   app.add_flag("--no-isolate", no_isolate, "Run scenarios in this process (a crash then ends the run)");
   app.add_flag("-q,--quiet", quiet, "Print only failing checks and the summary");
@@ -214,7 +216,29 @@ int main(int argc, char** argv) {
   }
   app::print_summary(stdout, report, report_path);
 
-  const Verdict v = run_verdict(report);
-  if (v == Verdict::kError) return kExitRuntime;
-  return is_failure(v) ? kExitFail : kExitPass;
+  // A failed check outranks a runtime error in the exit code: an OOB in one scenario must not
+  // read as infrastructure trouble because another scenario crashed.
+  bool failed = false, errored = false;
+  for (const auto& s : report.scenarios) {
+    failed = failed || (is_failure(s.verdict) && s.verdict != Verdict::kError);
+    for (const auto& c : s.checks) failed = failed || (is_failure(c.verdict) && c.verdict != Verdict::kError);
+    errored = errored || s.verdict == Verdict::kError;
+  }
+  if (*injection != Injection::kNone) {
+    const InjectionOutcome o = injection_outcome(*injection, report.scenarios);
+    std::printf("injection %s: %s\n", to_string(*injection), o.summary.c_str());
+    if (!o.caught && o.exercised) return kExitFail;  // the harness missed a known failure: its own bug
+    if (!o.caught) return kExitUsage;                // the selection cannot exercise the injection
+  }
+  if (failed) return kExitFail;
+  return errored ? kExitRuntime : kExitPass;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mla-check: internal error: %s\n", e.what());
+    return kExitRuntime;
+  }
 }

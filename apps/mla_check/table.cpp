@@ -65,9 +65,14 @@ void print_table(std::FILE* out, const std::vector<ScenarioResult>& results, Tab
         skipped += c.verdict == Verdict::kSkip;
         exact = exact && (c.verdict == Verdict::kSkip || c.metrics.bit_exact.value_or(false));
       }
+      const int64_t ran = static_cast<int64_t>(s.checks.size()) - skipped;
       std::ostringstream o;
-      o << s.checks.size() << " checks" << (exact ? ", all bit-exact" : "") << ", " << elements << " el";
-      if (skipped) o << ", " << skipped << " skipped";
+      if (ran == 0) {
+        o << "all " << skipped << " checks skipped: " << (s.checks.empty() ? "" : s.checks.front().reason);
+      } else {
+        o << s.checks.size() << " checks" << (exact ? ", all bit-exact" : "") << ", " << elements << " el";
+        if (skipped) o << ", " << skipped << " skipped";
+      }
       rows.push_back({s.name, "(all)", o.str(), seconds(s.duration_s), s.verdict});
       continue;
     }

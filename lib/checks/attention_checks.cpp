@@ -21,7 +21,6 @@ namespace mla {
 
 namespace {
 
-constexpr uint8_t kPoison = 0x5A;
 constexpr uint64_t kStreamKernelInputs = 31;
 
 std::vector<uint16_t> to_bf16(const std::vector<double>& v) {
@@ -30,17 +29,22 @@ std::vector<uint16_t> to_bf16(const std::vector<double>& v) {
   return out;
 }
 
-// Output and LSE compared separately; the LSE's figures go to extras and its failures count.
+// Output and LSE compared separately; the LSE's failures count in the verdict and its figures
+// (elements, mismatches, worst position and values) go to lse_* extras.
 Metrics compare_out_and_lse(const std::vector<double>& ref_out, const std::vector<double>& got_out, const Tolerance& out_tol,
                             const std::vector<double>& ref_lse, const std::vector<double>& got_lse, const Tolerance& lse_tol) {
   Metrics m = compare_tolerance(ref_out, got_out, out_tol);
   const Metrics l = compare_tolerance(ref_lse, got_lse, lse_tol);
+  m.elements += l.elements;
   m.mismatches += l.mismatches;
   m.nonfinite_mismatches += l.nonfinite_mismatches;
   m.extra["lse_elements"] = static_cast<double>(l.elements);
   m.extra["lse_mismatches"] = static_cast<double>(l.mismatches + l.nonfinite_mismatches);
   m.extra["lse_max_abs_err"] = l.max_abs_err;
   m.extra["lse_max_rel_err"] = l.max_rel_err;
+  m.extra["lse_worst_index"] = static_cast<double>(l.worst_index);
+  m.extra["lse_worst_ref"] = l.worst_ref;
+  m.extra["lse_worst_got"] = l.worst_got;
   return m;
 }
 
@@ -90,6 +94,8 @@ std::vector<int32_t> sparse_indices(const AttentionCheckContext& ctx) {
 struct SparseRun {
   std::vector<uint16_t> out_lat;
   std::vector<float> lse;
+  int64_t work_items = 0;
+  int64_t partials = 0;
 };
 
 // One sparse-MQA launch over T tokens on a given cache, with a plan of target_items.
@@ -111,8 +117,8 @@ SparseRun run_sparse_kernel(Backend& be, BufferSet& bufs, const LatentQuery& q, 
   p.topk = K;
   p.cache = {bufs.input(cache), geo.num_blocks, geo.block_size, geo.page_stride_bytes};
   p.scale = scale;
-  GuardedBuffer& out = bufs.output<bf16_t>(static_cast<size_t>(T) * H * kDc, kPoison);
-  GuardedBuffer& lse = bufs.output<float>(static_cast<size_t>(T) * H, kPoison);
+  GuardedBuffer& out = bufs.output<bf16_t>(static_cast<size_t>(T) * H * kDc, kPoisonByte);
+  GuardedBuffer& lse = bufs.output<float>(static_cast<size_t>(T) * H, kPoisonByte);
   p.out_lat = out.as<bf16_t>();
   p.lse = lse.as<float>();
   attach_plan(bufs, plan, p);
@@ -121,6 +127,8 @@ SparseRun run_sparse_kernel(Backend& be, BufferSet& bufs, const LatentQuery& q, 
   SparseRun r;
   must(out.download(r.out_lat));
   must(lse.download(r.lse));
+  r.work_items = static_cast<int64_t>(plan.items.size());
+  r.partials = plan.num_partials;
   return r;
 }
 
@@ -129,7 +137,8 @@ ref::ForwardInputs reference_inputs(const AttentionCheckContext& ctx, bool force
   ref::ForwardInputs in;
   in.seq_len = b.seq_lens;
   in.query_len = b.query_lens;
-  in.num_decodes = b.num_decodes;
+  // The reference splits the batch by its own rule, so a wrong split in lib/ cannot hide.
+  in.num_decodes = ref::count_decode_requests(b.query_lens, ctx.scenario.batch.decode_threshold);
   in.req_id = b.req_id_per_token;
   in.position = b.token_pos;
   in.num_heads = ctx.data.heads;
@@ -171,16 +180,29 @@ CheckResult skip(const std::string& id, const std::string& check, const std::str
 }  // namespace
 
 std::vector<CheckResult> run_sparse_mqa_check(const AttentionCheckContext& ctx) {
-  std::vector<CheckResult> out;
-  const LatentQuery q = latent_query(ctx.data, ctx.batch.num_tokens);
-  const std::vector<int32_t> slots = sparse_indices(ctx);
   const int64_t T = ctx.batch.num_tokens;
   const int32_t H = ctx.data.heads, K = ctx.data.topk;
-  const ref::AttentionResult ref_res =
-      ref::sparse_mqa(q.both, H, slots, K, ctx.cache.ref_cache, ctx.batch.geometry, ctx.scenario.model.scale);
-  // The same call with the top-k range split across work items (combine step) and unsplit.
-  for (const auto& [name, target] : {std::pair<const char*, int32_t>{"split", 264}, {"unsplit", 1}}) {
-    out.push_back(timed_check(std::string("sparse_mqa/") + name, "sparse_mqa", [&, target = target] {
+  const int32_t column_blocks = (K + 63) / 64;
+  // Inputs and the reference, computed once for both variants (inside the first check, so a
+  // failure here is that check's ERROR, not the scenario's).
+  LatentQuery q;
+  std::vector<int32_t> slots;
+  ref::AttentionResult ref_res;
+  auto prepare = [&] {
+    if (!slots.empty()) return;
+    q = latent_query(ctx.data, T);
+    slots = sparse_indices(ctx);
+    ref_res = ref::sparse_mqa(q.both, H, slots, K, ctx.cache.ref_cache, ctx.batch.geometry, ctx.scenario.model.scale);
+  };
+  // The same call with every token's top-k range split into 64-column items (combine step) and
+  // unsplit (one item per token, written directly).
+  std::vector<CheckResult> out;
+  for (const bool split : {true, false}) {
+    out.push_back(timed_check(split ? "sparse_mqa/split" : "sparse_mqa/unsplit", "sparse_mqa", [&] {
+      if (split && column_blocks < 2)
+        return skip("", "", "top-k " + std::to_string(K) + " is a single 64-column block: nothing to split");
+      prepare();
+      const int32_t target = split ? static_cast<int32_t>(std::min<int64_t>(T * column_blocks, INT32_MAX)) : 1;
       BufferSet bufs(ctx.backend);
       const SparseRun run = run_sparse_kernel(ctx.backend, bufs, q, T, H, slots, K, ctx.cache.ref_cache,
                                               ctx.batch.geometry, static_cast<float>(ctx.scenario.model.scale), target);
@@ -189,6 +211,8 @@ std::vector<CheckResult> run_sparse_mqa_check(const AttentionCheckContext& ctx) 
       r.metrics = compare_out_and_lse(ref_res.out, widen_bf16(run.out_lat), tol.sparse_mqa, ref_res.lse,
                                       widen_f32(run.lse), tol.sparse_lse);
       bufs.audit(r.metrics);
+      r.metrics.extra["work_items"] = static_cast<double>(run.work_items);
+      r.metrics.extra["partials"] = static_cast<double>(run.partials);
       finalize(r);
       return r;
     }));
@@ -257,8 +281,8 @@ std::vector<CheckResult> run_dense_mha_check(const AttentionCheckContext& ctx) {
       p.total_k = tk;
       p.causal = causal;
       p.scale = static_cast<float>(ctx.scenario.model.scale);
-      GuardedBuffer& o = bufs.output<bf16_t>(static_cast<size_t>(tq) * H * kDv, kPoison);
-      GuardedBuffer& l = bufs.output<float>(static_cast<size_t>(tq) * H, kPoison);
+      GuardedBuffer& o = bufs.output<bf16_t>(static_cast<size_t>(tq) * H * kDv, kPoisonByte);
+      GuardedBuffer& l = bufs.output<float>(static_cast<size_t>(tq) * H, kPoisonByte);
       p.out = o.as<bf16_t>();
       p.lse = l.as<float>();
       must(ctx.backend.dense_mha(p));
@@ -292,12 +316,14 @@ std::vector<CheckResult> run_dense_mha_check(const AttentionCheckContext& ctx) {
 }
 
 std::vector<CheckResult> run_forward_check(const AttentionCheckContext& ctx) {
-  return {timed_check("forward", "forward", [&] {
+  const ForwardConfig cfg = forward_config(ctx);
+  ForwardResult got;
+  std::vector<CheckResult> out;
+  out.push_back(timed_check("forward", "forward", [&] {
     BufferSet bufs(ctx.backend);
-    const ForwardConfig cfg = forward_config(ctx);
-    const ForwardResult got = run_forward(ctx.backend, bufs, ctx.batch, ctx.data, cfg);
-    const ref::ForwardOutputs want =
-        ref::forward(reference_inputs(ctx, cfg.force_sparse, ref::NewTokenKv::kBf16), ctx.cache.ref_cache);
+    got = run_forward(ctx.backend, bufs, ctx.batch, ctx.data, cfg);
+    const ref::ForwardInputs in = reference_inputs(ctx, cfg.force_sparse, ref::NewTokenKv::kBf16);
+    const ref::ForwardOutputs want = ref::forward(in, ctx.cache.ref_cache);
     CheckResult r;
     r.metrics = compare_tolerance(want.out, widen_bf16(got.out), ctx.scenario.attention.tolerances.forward);
     bufs.audit(r.metrics);
@@ -305,13 +331,27 @@ std::vector<CheckResult> run_forward_check(const AttentionCheckContext& ctx) {
     r.metrics.extra["sparse_tokens"] = static_cast<double>(got.num_sparse_tokens);
     r.metrics.extra["prefills_dense"] = got.prefills_dense ? 1.0 : 0.0;
     r.metrics.extra["context_chunks"] = static_cast<double>(got.context_chunks);
-    if (got.prefills_dense != want.prefills_dense)
+    // The orchestration must agree with the reference's own split and routing rule.
+    if (got.num_decodes != in.num_decodes)
+      r.reason = "decode split disagrees with the reference: " + std::to_string(got.num_decodes) + " decodes, the rule says " +
+                 std::to_string(in.num_decodes);
+    else if (got.prefills_dense != want.prefills_dense)
       r.reason = std::string("routing disagrees with the reference: prefills went ") +
                  (got.prefills_dense ? "dense" : "sparse") + ", the rule says " + (want.prefills_dense ? "dense" : "sparse");
     finalize(r);
     if (!r.reason.empty() && r.verdict == Verdict::kPass) r.verdict = Verdict::kFail;
     return r;
-  })};
+  }));
+  // The cache after the step: context untouched, new tokens packed, unused slots and padding
+  // still 0xFF — byte for byte the reference's.
+  out.push_back(timed_check("forward/cache", "forward", [&] {
+    if (got.cache.empty()) throw BackendError("the forward step did not complete; no cache to compare");
+    CheckResult r;
+    r.metrics = compare_bytes_exact(ctx.cache.ref_cache, got.cache);
+    finalize(r);
+    return r;
+  }));
+  return out;
 }
 
 std::vector<CheckResult> run_equivalence_check(const AttentionCheckContext& ctx) {
@@ -330,12 +370,17 @@ std::vector<CheckResult> run_equivalence_check(const AttentionCheckContext& ctx)
   ForwardConfig sparse_cfg = forward_config(ctx);
   sparse_cfg.force_sparse = true;
   std::vector<uint16_t> sparse_out;
+  int64_t sparse_routes_all = 0;
   std::vector<CheckResult> out;
   for (const bool from_cache : {true, false}) {
     const std::string id = from_cache ? "equivalence/new_tokens_from_cache" : "equivalence/new_tokens_bf16";
     out.push_back(timed_check(id, "equivalence", [&] {
       BufferSet bufs(ctx.backend);
-      if (sparse_out.empty()) sparse_out = run_forward(ctx.backend, bufs, b, ctx.data, sparse_cfg).out;
+      if (sparse_out.empty()) {
+        const ForwardResult sparse = run_forward(ctx.backend, bufs, b, ctx.data, sparse_cfg);
+        sparse_out = sparse.out;
+        sparse_routes_all = sparse.num_sparse_tokens;
+      }
       ForwardConfig dense_cfg = forward_config(ctx);
       dense_cfg.force_sparse = false;
       dense_cfg.new_tokens_from_cache = from_cache;
@@ -345,7 +390,17 @@ std::vector<CheckResult> run_equivalence_check(const AttentionCheckContext& ctx)
       r.metrics = compare_tolerance(prefill_rows(sparse_out), prefill_rows(dense.out),
                                     from_cache ? tol.equivalence_from_cache : tol.equivalence_bf16);
       bufs.audit(r.metrics);
+      r.metrics.extra["context_chunks"] = static_cast<double>(dense.context_chunks);
+      // Two routes or nothing: the dense run must have sent exactly the prefills dense, the
+      // forced run every token sparse.
+      if (!dense.prefills_dense || dense.num_sparse_tokens != b.num_decode_tokens)
+        r.reason = "the dense run did not route the prefills dense (" + std::to_string(dense.num_sparse_tokens) +
+                   " tokens went sparse, " + std::to_string(b.num_decode_tokens) + " decode tokens)";
+      else if (sparse_routes_all != b.num_tokens)
+        r.reason = "the forced-sparse run sent only " + std::to_string(sparse_routes_all) + " of " +
+                   std::to_string(b.num_tokens) + " tokens sparse";
       finalize(r);
+      if (!r.reason.empty() && r.verdict == Verdict::kPass) r.verdict = Verdict::kFail;
       return r;
     }));
   }
@@ -405,7 +460,7 @@ std::vector<CheckResult> run_dcp_check(const AttentionCheckContext& ctx) {
       c.block_table_width = bt.width;
       c.block_table_stride = bt.stride;
       c.block_size = B;
-      GuardedBuffer& local_slots = bufs.output<int32_t>(static_cast<size_t>(T) * K, kPoison);
+      GuardedBuffer& local_slots = bufs.output<int32_t>(static_cast<size_t>(T) * K, kPoisonByte);
       c.out = local_slots.as<int32_t>();
       c.out_row_stride = K;
       c.dcp_world_size = W;
@@ -474,7 +529,16 @@ std::vector<CheckResult> run_determinism_check(const AttentionCheckContext& ctx)
     r.metrics = compare_bf16_exact(a.out, b.out);
     first_bufs.audit(r.metrics);
     second_bufs.audit(r.metrics);
+    // Two equal outputs prove nothing if nothing wrote them: every element must be finite and
+    // not the poison.
+    const uint16_t poison = static_cast<uint16_t>(kPoisonByte << 8 | kPoisonByte);
+    const int64_t unwritten = std::count_if(a.out.begin(), a.out.end(), [&](uint16_t v) {
+      return v == poison || !std::isfinite(bf16_to_f32(v));
+    });
+    r.metrics.extra["unwritten_or_nonfinite"] = static_cast<double>(unwritten);
+    if (unwritten > 0) r.reason = std::to_string(unwritten) + " output elements unwritten (poison) or not finite";
     finalize(r);
+    if (!r.reason.empty() && r.verdict == Verdict::kPass) r.verdict = Verdict::kFail;
     return r;
   })};
 }

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <exception>
 
+#include "lib/buffer_set.h"
+
 namespace mla {
 
 template <typename F>
@@ -12,6 +14,10 @@ CheckResult timed_check(const std::string& id, const std::string& check, F&& f) 
   CheckResult r;
   try {
     r = f();
+  } catch (const UnsupportedError& e) {
+    r = CheckResult{};
+    r.verdict = Verdict::kSkip;
+    r.reason = e.what();
   } catch (const std::exception& e) {
     r = CheckResult{};
     r.verdict = Verdict::kError;

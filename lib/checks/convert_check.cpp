@@ -58,8 +58,9 @@ CheckResult convert_one(const CheckContext& ctx, const ConvertCase& c, const Con
   const bool unbounded = ctx.injection == Injection::kUnboundedConvert && d.rows < b.num_tokens;
   // Rows the launch covers: the rows of indices, or (injected bug) the whole batch's req_id.
   const int64_t launch_rows = unbounded ? b.num_tokens : d.rows;
-  const size_t overrun_bytes = static_cast<size_t>(launch_rows - d.rows) * k * sizeof(int32_t);
-  const size_t guard = GuardedBuffer::kDefaultGuardBytes + overrun_bytes;
+  // Whatever the injection, guards after every per-row buffer cover the whole batch's rows (the
+  // largest row count any input implies), so a launch sized by req_id ends in OOB, not a crash.
+  const size_t guard = GuardedBuffer::kDefaultGuardBytes + static_cast<size_t>(b.num_tokens - d.rows) * k * sizeof(int32_t);
 
   BufferSet bufs(ctx.backend);
   ConvertParams p;
@@ -74,8 +75,8 @@ CheckResult convert_one(const CheckContext& ctx, const ConvertCase& c, const Con
   p.block_table_width = b.block_table.width;
   p.block_table_stride = b.block_table.stride;
   p.block_size = b.geometry.block_size;
-  GuardedBuffer& out = bufs.output<int32_t>(static_cast<size_t>(d.rows) * k, 0x5A, guard);
-  GuardedBuffer& counts = bufs.output<int32_t>(static_cast<size_t>(d.rows), 0x5A, guard);
+  GuardedBuffer& out = bufs.output<int32_t>(static_cast<size_t>(d.rows) * k, kPoisonByte, guard);
+  GuardedBuffer& counts = bufs.output<int32_t>(static_cast<size_t>(d.rows), kPoisonByte, guard);
   p.out = out.as<int32_t>();
   p.out_row_stride = k;
   p.valid_count = counts.as<int32_t>();
@@ -130,11 +131,14 @@ std::vector<CheckResult> run_convert_checks(const CheckContext& ctx) {
   std::vector<CheckResult> out;
   for (size_t i = 0; i < ctx.scenario.converts.size(); ++i) {
     const ConvertCase& c = ctx.scenario.converts[i];
-    const ConvertData d = make_convert_data(ctx, c, i);
+    ConvertData d;  // built inside the first rank's check: a failure there is that check's ERROR
     for (int32_t rank = 0; rank < c.dcp_world_size; ++rank) {
       std::string id = "convert/" + c.name;
       if (c.dcp_world_size > 1) id += "/rank" + std::to_string(rank);
-      out.push_back(timed_check(id, "convert", [&] { return convert_one(ctx, c, d, rank); }));
+      out.push_back(timed_check(id, "convert", [&] {
+        if (d.indices.empty() && d.rows == 0) d = make_convert_data(ctx, c, i);
+        return convert_one(ctx, c, d, rank);
+      }));
     }
   }
   if (out.empty()) {

@@ -1,5 +1,7 @@
-// Check "gather" (SPEC 2): for each resolved gather case of the scenario (explicit starts and the
-// chunked-context calls of dense prefill), the backend gathers + upconverts from the reference's
+// Check "gather" (SPEC 2): for each resolved gather case of the scenario (explicit starts, and
+// chunked-context cases: every request's chunk i from i * chunk_rows, as dense prefill gathers its
+// context; the forward pipeline's own workspace-derived chunks are covered end to end by the
+// "forward" check), the backend gathers + upconverts from the reference's
 // packed cache; the rows must equal the reference bit for bit (NaN == NaN), the poisoned output
 // fully written, guards and the cache untouched.
 // Injections: ignore-seq-starts passes no seq_starts; flat-fp8-gather reads the cache through the
@@ -12,7 +14,6 @@
 namespace mla {
 
 namespace {
-constexpr uint8_t kOutputPoison = 0x5A;  // bf16 0x5A5A ~ 1.5e16: never a dequantized value
 
 CheckResult gather_one(const CheckContext& ctx, const ResolvedGather& g) {
   const Batch& b = ctx.batch;
@@ -29,7 +30,7 @@ CheckResult gather_one(const CheckContext& ctx, const ResolvedGather& g) {
   p.num_rows = g.num_rows;
   p.dst_row_stride = DsMlaEntry::kLatentDims;
   const size_t elements = static_cast<size_t>(g.num_rows) * DsMlaEntry::kLatentDims;
-  GuardedBuffer& dst = bufs.output<uint16_t>(elements, kOutputPoison);
+  GuardedBuffer& dst = bufs.output<uint16_t>(elements, kPoisonByte);
   p.dst = dst.as<uint16_t>();
 
   if (ctx.injection == Injection::kFlatFp8Gather) {

@@ -71,10 +71,30 @@ def test_unknown_scenario_and_injection_exit_2():
 
 def test_cuda_backend_without_gpu_is_a_clear_usage_error():
     r = run("--backend", "cuda", "--scenario", SMALL, "--quiet")
-    if r.returncode == 0:
+    if "backend cuda (" in r.stdout:
         pytest.skip("a CUDA device is present")
     assert r.returncode == 2
     assert "cuda" in r.stderr.lower()
+
+
+def test_an_injection_the_selection_cannot_exercise_is_bad_usage():
+    r = run("--backend", "host", "--scenario", SMALL, "--inject", "split-mismatch", "--quiet")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "NOT EXERCISED" in r.stdout
+
+
+def test_bad_timeout_is_bad_usage():
+    assert run("--timeout", "0", "--scenario", SMALL).returncode == 2
+
+
+def test_a_hanging_scenario_is_killed_and_loses_no_other_result(tmp_path):
+    out = tmp_path / "r.json"
+    r = run("--backend", "host", "--scenario", SMALL, "--scenario", "vllm_small_prefill", "--timeout", "2",
+            "--report", str(out), env={"MLA_CHECK_TEST_HANG": SMALL})
+    assert r.returncode == 3, r.stdout + r.stderr
+    by_name = {s["name"]: s for s in load_report(out)["scenarios"]}
+    assert by_name[SMALL]["verdict"] == "ERROR" and "timed out" in by_name[SMALL]["error"]
+    assert by_name["vllm_small_prefill"]["verdict"] == "PASS"
 
 
 def reject_constant(name):
@@ -103,18 +123,21 @@ def test_clean_run_passes_and_report_is_complete(tmp_path):
 
 
 INJECTIONS = [
-    ("unbounded-convert", "convert", "OOB"),
-    ("ignore-seq-starts", "gather", "FAIL"),
-    ("flat-fp8-gather", "gather", "FAIL"),
-    ("page-size-576", "layout", "FAIL"),
+    ("unbounded-convert", "convert", "OOB", SMALL),
+    ("ignore-seq-starts", "gather", "FAIL", SMALL),
+    ("flat-fp8-gather", "gather", "FAIL", SMALL),
+    ("page-size-576", "layout", "FAIL", SMALL),
+    ("full-batch-metadata", "forward", "OOB", "attn_mixed_small_k128"),
+    ("split-mismatch", "forward", "FAIL", "attn_decode_lengths_nonuniform"),
 ]
 
 
-@pytest.mark.parametrize("name,check,verdict", INJECTIONS)
-def test_each_injection_exits_1_with_the_expected_verdict(tmp_path, name, check, verdict):
+@pytest.mark.parametrize("name,check,verdict,scenario", INJECTIONS)
+def test_each_injection_exits_1_with_the_expected_verdict(tmp_path, name, check, verdict, scenario):
     out = tmp_path / "r.json"
-    r = run("--backend", "host", "--scenario", SMALL, "--inject", name, "--report", str(out), "--quiet")
+    r = run("--backend", "host", "--scenario", scenario, "--inject", name, "--report", str(out), "--quiet")
     assert r.returncode == 1, r.stdout + r.stderr
+    assert f"injection {name}: caught" in r.stdout
     rep = load_report(out)
     assert rep["provenance"]["injection"] == name
     verdicts = {c["verdict"] for s in rep["scenarios"] for c in s["checks"] if c["check"] == check}

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
 namespace mla {
 namespace {
 
@@ -74,6 +78,59 @@ TEST(MergeInto, AddsCountsAndKeepsWorst) {
   EXPECT_FALSE(*a.bit_exact);
   EXPECT_EQ(a.worst_index, 0);
   EXPECT_DOUBLE_EQ(a.max_abs_err, 1.0);
+}
+
+}  // namespace
+}  // namespace mla
+
+namespace mla {
+namespace {
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+TEST(CompareTolerance, AbsOrRelAtTheBoundary) {
+  const Tolerance tol{1e-3, 0.01, -1.0};
+  // |err| = 1e-3 passes on abs; 0.5 vs 0.504 passes on rel (0.8 %); 0.5 vs 0.506 fails both.
+  EXPECT_EQ(compare_tolerance({0.0}, {1e-3}, tol).mismatches, 0);
+  EXPECT_EQ(compare_tolerance({0.5}, {0.504}, tol).mismatches, 0);
+  const Metrics m = compare_tolerance({0.5, 0.1}, {0.506, 0.1}, tol);
+  EXPECT_EQ(m.mismatches, 1);
+  EXPECT_EQ(m.worst_index, 0);
+  EXPECT_EQ(verdict_from_metrics(m), Verdict::kFail);
+  EXPECT_FALSE(m.bit_exact.has_value());
+}
+
+TEST(CompareTolerance, NonFinitePositionsMustMatch) {
+  const Tolerance tol{1e-3, 0.01, -1.0};
+  const double nan = std::nan("");
+  EXPECT_EQ(verdict_from_metrics(compare_tolerance({nan, -kInf}, {nan, -kInf}, tol)), Verdict::kPass);
+  const Metrics m = compare_tolerance({1.0, -kInf}, {nan, kInf}, tol);
+  EXPECT_EQ(m.nonfinite_mismatches, 2);
+  EXPECT_EQ(verdict_from_metrics(m), Verdict::kNonFinite);  // a tolerance check: NONFINITE
+}
+
+TEST(CompareTolerance, CosineOverToleranceFailsEvenWhenElementsPass) {
+  // Every element within abs 1, but the direction is wrong: cosine difference 1.
+  const Tolerance tol{1.0, 0.0, 1e-6};
+  const Metrics m = compare_tolerance({0.5, -0.5}, {-0.5, 0.5}, tol);
+  EXPECT_EQ(m.mismatches, 0);
+  EXPECT_NEAR(m.cos_diff, 2.0, 1e-12);
+  EXPECT_EQ(verdict_from_metrics(m), Verdict::kFail);
+  Tolerance unchecked = tol;
+  unchecked.cos = -1.0;
+  EXPECT_EQ(verdict_from_metrics(compare_tolerance({0.5, -0.5}, {-0.5, 0.5}, unchecked)), Verdict::kPass);
+}
+
+TEST(CompareTolerance, CosineOfIdenticalVectorsIsZeroAndLengthsCount) {
+  const Metrics m = compare_tolerance({1.0, 2.0, 3.0}, {1.0, 2.0, 3.0}, Tolerance{});
+  EXPECT_DOUBLE_EQ(m.cos_diff, 0.0);
+  EXPECT_EQ(verdict_from_metrics(m), Verdict::kPass);
+  EXPECT_EQ(compare_tolerance({1.0, 2.0}, {1.0}, Tolerance{}).mismatches, 1);
+}
+
+TEST(MergeInto, RefusesToMixExactAndTolerance) {
+  Metrics exact = compare_int32_exact({1}, {1});
+  EXPECT_THROW(merge_into(exact, compare_tolerance({1.0}, {1.0}, Tolerance{})), std::logic_error);
 }
 
 }  // namespace
