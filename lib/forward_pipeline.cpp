@@ -167,15 +167,17 @@ int64_t run_dense(Backend& be, BufferSet& bufs, const Batch& b, const AttentionD
   const int32_t with_ctx = static_cast<int32_t>(std::count_if(ctx_lens.begin(), ctx_lens.end(), [](int32_t c) { return c > 0; }));
   int64_t chunk = cfg.workspace_rows > 0 ? std::max<int64_t>(1, cfg.workspace_rows / with_ctx) : max_ctx;
   if (chunk >= b.geometry.block_size) chunk -= chunk % b.geometry.block_size;
-  const int64_t num_chunks = (max_ctx + chunk - 1) / chunk;
+  int64_t chunks = 0;
   bf16_t* out_c = bufs.output<bf16_t>(static_cast<size_t>(tp) * H * kDv, kPoisonByte).as<bf16_t>();
   float* lse_c = bufs.output<float>(static_cast<size_t>(tp) * H, kPoisonByte).as<float>();
-  for (int64_t i = 0; i < num_chunks; ++i) {
-    std::vector<int32_t> lens(ctx_lens.size()), starts(ctx_lens.size(), static_cast<int32_t>(i * chunk));
+  // The chunks are the same as a scenario's chunked-context gather cases (lib/batch.h).
+  for (const ResolvedGather& g : chunked_context_gathers("context", ctx_lens, chunk)) {
+    std::vector<int32_t> lens(ctx_lens.size());
     for (size_t r = 0; r < ctx_lens.size(); ++r)
-      lens[r] = static_cast<int32_t>(std::clamp<int64_t>(ctx_lens[r] - i * chunk, 0, chunk));
-    const int64_t n = std::accumulate(lens.begin(), lens.end(), int64_t{0});
-    const bf16_t* ctx_rows = gather_rows(be, bufs, b, dev, nd, lens, starts, cfg.injection);
+      lens[r] = static_cast<int32_t>((r + 1 < ctx_lens.size() ? g.workspace_starts[r + 1] : g.num_rows) -
+                                     g.workspace_starts[r]);
+    const int64_t n = g.num_rows;
+    const bf16_t* ctx_rows = gather_rows(be, bufs, b, dev, nd, lens, *g.seq_starts, cfg.injection);
     const UpProjected kv = up_project(be, bufs, ctx_rows, kDl, n, H, dev.w_uk, dev.w_uv);
     dense_attention(be, bufs, q_lens, lens, q_nope, q_pe, kv, ctx_rows + kDc, kDl, H, false, cfg.scale, out_c, lse_c);
     MergeParams m;
@@ -188,8 +190,9 @@ int64_t run_dense(Backend& be, BufferSet& bufs, const Batch& b, const AttentionD
     m.rows = tp * H;
     m.width = kDv;
     must(be.merge(m));
+    ++chunks;
   }
-  return num_chunks;
+  return chunks;
 }
 
 // Sparse route for tokens [0, ns): writes their out rows.
