@@ -162,6 +162,19 @@ std::string scenario_result_to_json(const ScenarioResult& r) {
   return scenario_to_json_value(r).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+namespace {
+CheckResult check_from_json_value(const json& c) {
+  CheckResult cr;
+  cr.id = c.at("id").get<std::string>();
+  cr.check = c.at("check").get<std::string>();
+  cr.verdict = verdict_from_string(c.at("verdict").get<std::string>()).value_or(Verdict::kError);
+  cr.reason = c.at("reason").is_string() ? c["reason"].get<std::string>() : "";
+  cr.duration_s = c.value("duration_s", 0.0);
+  cr.metrics = metrics_from_json(c.at("metrics"));
+  return cr;
+}
+}  // namespace
+
 std::optional<ScenarioResult> scenario_result_from_json(const std::string& text, std::string* error) {
   try {
     const json j = json::parse(text);
@@ -172,17 +185,21 @@ std::optional<ScenarioResult> scenario_result_from_json(const std::string& text,
     s.error = j.at("error").is_string() ? j["error"].get<std::string>() : "";
     s.repro = j.value("repro", "");
     s.duration_s = j.value("duration_s", 0.0);
-    for (const auto& c : j.at("checks")) {
-      CheckResult cr;
-      cr.id = c.at("id").get<std::string>();
-      cr.check = c.at("check").get<std::string>();
-      cr.verdict = verdict_from_string(c.at("verdict").get<std::string>()).value_or(Verdict::kError);
-      cr.reason = c.at("reason").is_string() ? c["reason"].get<std::string>() : "";
-      cr.duration_s = c.value("duration_s", 0.0);
-      cr.metrics = metrics_from_json(c.at("metrics"));
-      s.checks.push_back(std::move(cr));
-    }
+    for (const auto& c : j.at("checks")) s.checks.push_back(check_from_json_value(c));
     return s;
+  } catch (const std::exception& e) {
+    if (error) *error = e.what();
+    return std::nullopt;
+  }
+}
+
+std::string check_result_to_json(const CheckResult& c) {
+  return check_to_json(c).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::optional<CheckResult> check_result_from_json(const std::string& text, std::string* error) {
+  try {
+    return check_from_json_value(json::parse(text));
   } catch (const std::exception& e) {
     if (error) *error = e.what();
     return std::nullopt;

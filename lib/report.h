@@ -41,8 +41,11 @@ Verdict run_verdict(const RunReport& r);
 std::string report_to_json(const RunReport& r);
 Status write_report_atomic(const std::string& path, const RunReport& r);
 
-// One scenario's result as JSON text and back (the child-process protocol of the suite runner).
+// One scenario's result, and one check's, as single-line JSON text and back (the child-process
+// protocol of the suite runner).
 std::string scenario_result_to_json(const ScenarioResult& r);
 std::optional<ScenarioResult> scenario_result_from_json(const std::string& text, std::string* error);
+std::string check_result_to_json(const CheckResult& c);
+std::optional<CheckResult> check_result_from_json(const std::string& text, std::string* error);
 
 }  // namespace mla

@@ -36,7 +36,8 @@ Verdict scenario_verdict(const ScenarioResult& r) {
   return aggregate(v);
 }
 
-ScenarioResult run_scenario(const Scenario& s, Backend& backend, Injection injection) {
+ScenarioResult run_scenario(const Scenario& s, Backend& backend, Injection injection,
+                            const std::function<void(const CheckResult&)>& on_check) {
   const auto t0 = std::chrono::steady_clock::now();
   ScenarioResult res;
   res.name = s.name;
@@ -79,7 +80,10 @@ ScenarioResult run_scenario(const Scenario& s, Backend& backend, Injection injec
           case CheckKind::kDeterminism: rs = run_determinism_check(actx); break;
         }
       }
-      for (auto& r : rs) res.checks.push_back(std::move(r));
+      for (auto& r : rs) {
+        if (on_check) on_check(r);
+        res.checks.push_back(std::move(r));
+      }
     }
   } catch (const std::exception& e) {
     res.error = e.what();

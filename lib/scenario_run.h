@@ -2,6 +2,7 @@
 // the scenario asks for, collect verdicts. Never throws: every failure becomes an ERROR.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,10 @@ struct ScenarioResult {
   std::vector<CheckResult> checks;
 };
 
-ScenarioResult run_scenario(const Scenario& s, Backend& backend, Injection injection);
+// on_check, when set, sees every check result as soon as it exists (the suite runner streams
+// them out of the scenario's process, so a later crash or hang loses none of them).
+ScenarioResult run_scenario(const Scenario& s, Backend& backend, Injection injection,
+                            const std::function<void(const CheckResult&)>& on_check = {});
 
 // The worst verdict of the checks (and ERROR when error is set).
 Verdict scenario_verdict(const ScenarioResult& r);

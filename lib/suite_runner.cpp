@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 
 #include <poll.h>
 #include <sys/types.h>
@@ -18,15 +19,28 @@ namespace mla {
 
 namespace {
 
-// Runs `body` in a forked child whose stdout-equivalent is a pipe; returns what it wrote, or an
+// Runs `body` in a forked child that sends lines to the parent through a pipe as it goes (emit
+// writes one line at once, so what was sent survives a later crash); returns what it sent, or an
 // error saying how the child ended (signal, exit code, timeout).
 struct ChildOutcome {
   bool ok = false;
-  std::string output;
+  std::string output;  // the lines the child emitted, '\n'-terminated
   std::string error;
 };
 
-ChildOutcome run_in_child(const std::function<std::string()>& body, double timeout_s) {
+using Emit = std::function<void(const std::string& line)>;
+
+void write_all(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    const ssize_t w = ::write(fd, s.data() + off, s.size() - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    off += static_cast<size_t>(w);
+  }
+}
+
+ChildOutcome run_in_child(const std::function<void(const Emit&)>& body, double timeout_s) {
   int fds[2];
   if (::pipe(fds) != 0) return {false, "", std::string("pipe() failed: ") + std::strerror(errno)};
   std::fflush(stdout);
@@ -39,20 +53,12 @@ ChildOutcome run_in_child(const std::function<std::string()>& body, double timeo
   }
   if (pid == 0) {
     ::close(fds[0]);
-    std::string out;
     int code = 0;
     try {
-      out = body();
+      body([&](const std::string& line) { write_all(fds[1], line + "\n"); });
     } catch (const std::exception& e) {
-      out.clear();
+      write_all(STDERR_FILENO, std::string("mla-check: child process: ") + e.what() + "\n");
       code = 4;
-      (void)e;
-    }
-    size_t off = 0;
-    while (off < out.size()) {
-      const ssize_t w = ::write(fds[1], out.data() + off, out.size() - off);
-      if (w <= 0) break;
-      off += static_cast<size_t>(w);
     }
     ::close(fds[1]);
     ::_exit(code);
@@ -133,10 +139,10 @@ std::unique_ptr<Backend> make_backend(const std::string& name, std::string* erro
 BackendProbe probe_backend(BackendChoice choice, bool isolate) {
   if (!isolate) return probe_in_process(choice);
   const ChildOutcome c = run_in_child(
-      [&] {
+      [&](const Emit& emit) {
         const BackendProbe p = probe_in_process(choice);
-        return nlohmann::json{{"ok", p.ok}, {"error", p.error}, {"info", nlohmann::json::parse(info_to_json(p.info))}}
-            .dump();
+        emit(nlohmann::json{{"ok", p.ok}, {"error", p.error}, {"info", nlohmann::json::parse(info_to_json(p.info))}}
+                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       },
       120.0);
   BackendProbe p;
@@ -164,7 +170,7 @@ std::vector<ScenarioResult> run_suite(const SuiteOptions& opt) {
   for (size_t i = 0; i < n; ++i) {
     const Scenario& s = opt.scenarios[i];
     if (opt.on_start) opt.on_start(i, n, s);
-    auto run_here = [&]() -> ScenarioResult {
+    auto run_here = [&](const std::function<void(const CheckResult&)>& on_check) -> ScenarioResult {
       std::string err;
       auto backend = make_backend(opt.backend, &err);
       if (!backend) {
@@ -175,46 +181,62 @@ std::vector<ScenarioResult> run_suite(const SuiteOptions& opt) {
         r.verdict = Verdict::kError;
         return r;
       }
-      // Test hooks: prove that a crashing or hanging scenario loses no other scenario's result.
-      if (const char* crash = std::getenv("MLA_CHECK_TEST_CRASH"); crash && opt.isolate && s.name == crash)
-        std::raise(SIGSEGV);
-      if (const char* hang = std::getenv("MLA_CHECK_TEST_HANG"); hang && opt.isolate && s.name == hang)
+      // Test hooks (isolated runs only): crash or hang the scenario right after its first check,
+      // to prove that neither its finished checks nor the other scenarios' results are lost.
+      const char* crash = std::getenv("MLA_CHECK_TEST_CRASH");
+      const char* hang = std::getenv("MLA_CHECK_TEST_HANG");
+      const bool crash_here = opt.isolate && crash && s.name == crash;
+      const bool hang_here = opt.isolate && hang && s.name == hang;
+      if (!crash_here && !hang_here) return run_scenario(s, *backend, opt.injection, on_check);
+      return run_scenario(s, *backend, opt.injection, [&](const CheckResult& c) {
+        if (on_check) on_check(c);
+        if (crash_here) std::raise(SIGSEGV);
         for (;;) ::pause();
-      return run_scenario(s, *backend, opt.injection);
+      });
     };
     ScenarioResult r;
     if (opt.isolate) {
       const auto t0 = std::chrono::steady_clock::now();
+      // The child streams "check JSON" lines as checks finish and one "result JSON" line at the end.
       const ChildOutcome c = run_in_child(
-          [&] {
-            // An exception escaping the scenario becomes its ERROR with the message, not a bare
-            // exit code.
+          [&](const Emit& emit) {
+            ScenarioResult result;
             try {
-              return scenario_result_to_json(run_here());
+              result = run_here([&](const CheckResult& check) { emit("check " + check_result_to_json(check)); });
             } catch (const std::exception& e) {
-              ScenarioResult r;
-              r.name = s.name;
-              r.file = s.file;
-              r.error = std::string("scenario process: ") + e.what();
-              r.verdict = Verdict::kError;
-              return scenario_result_to_json(r);
+              // An exception escaping the scenario becomes its ERROR with the message.
+              result.name = s.name;
+              result.file = s.file;
+              result.error = std::string("scenario process: ") + e.what();
+              result.verdict = Verdict::kError;
             }
+            emit("result " + scenario_result_to_json(result));
           },
           opt.timeout_s);
+      std::vector<CheckResult> streamed;
+      std::optional<ScenarioResult> final_result;
       std::string parse_error;
-      std::optional<ScenarioResult> parsed;
-      if (c.ok) parsed = scenario_result_from_json(c.output, &parse_error);
-      if (parsed) {
-        r = std::move(*parsed);
+      std::istringstream lines(c.output);
+      for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("check ", 0) == 0) {
+          if (auto cr = check_result_from_json(line.substr(6), &parse_error)) streamed.push_back(std::move(*cr));
+        } else if (line.rfind("result ", 0) == 0) {
+          final_result = scenario_result_from_json(line.substr(7), &parse_error);
+        }
+      }
+      if (c.ok && final_result) {
+        r = std::move(*final_result);
       } else {
+        // Crash, hang or garbled output: keep every check that finished before it.
         r.name = s.name;
         r.file = s.file;
-        r.error = c.ok ? "unreadable result from the scenario process: " + parse_error : c.error;
+        r.checks = std::move(streamed);
+        r.error = !c.ok ? c.error : "unreadable result from the scenario process: " + parse_error;
         r.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        r.verdict = Verdict::kError;
+        r.verdict = scenario_verdict(r);
       }
     } else {
-      r = run_here();
+      r = run_here({});
     }
     r.repro = opt.repro_prefix + " --scenario " + s.file;
     out.push_back(std::move(r));

@@ -94,6 +94,7 @@ def test_a_hanging_scenario_is_killed_and_loses_no_other_result(tmp_path):
     assert r.returncode == 3, r.stdout + r.stderr
     by_name = {s["name"]: s for s in load_report(out)["scenarios"]}
     assert by_name[SMALL]["verdict"] == "ERROR" and "timed out" in by_name[SMALL]["error"]
+    assert [c["verdict"] for c in by_name[SMALL]["checks"]] == ["PASS"]
     assert by_name["vllm_small_prefill"]["verdict"] == "PASS"
 
 
@@ -152,6 +153,8 @@ def test_a_crashing_scenario_loses_no_other_result(tmp_path):
     rep = load_report(out)
     by_name = {s["name"]: s for s in rep["scenarios"]}
     assert by_name[SMALL]["verdict"] == "ERROR" and "signal" in by_name[SMALL]["error"]
+    # The check that finished before the crash is kept.
+    assert [c["verdict"] for c in by_name[SMALL]["checks"]] == ["PASS"]
     assert by_name["vllm_small_prefill"]["verdict"] == "PASS"
 
 
