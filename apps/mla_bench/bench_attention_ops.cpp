@@ -13,7 +13,7 @@
 #include <benchmark/benchmark.h>
 
 #include "apps/mla_bench/bench_inputs.h"
-#include "apps/mla_bench/timed_iterations.h"
+#include "apps/mla_bench/bench_common.h"
 #include "kernels/common/bf16.h"
 #include "kernels/common/ds_mla_entry.h"
 #include "lib/attention_data.h"
@@ -831,19 +831,10 @@ RegisterResult register_attention_benchmarks(BenchEnv* env, const GemmCeiling* g
     sh.forward = f;
     shapes.push_back(sh);
   }
-  const bool on_device = env->timer->on_device();
-  RegisterResult result;
-  for (const Shape& shape : shapes) {
-    if (!on_device && options.host_caps && shape.model_flops() > static_cast<double>(sw.host.max_attention_flops)) {
-      result.left_out.push_back(shape.name());
-      continue;
-    }
-    benchmark::internal::Benchmark* bm = benchmark::RegisterBenchmark(
-        shape.name().c_str(), [shape](benchmark::State& st) { run_benchmark(st, shape); });
-    bm->UseManualTime()->Unit(benchmark::kMicrosecond);
-    ++result.registered;
-  }
-  return result;
+  return register_shapes(
+      shapes, env->timer->on_device(), options.host_caps,
+      [&](const Shape& shape) { return shape.model_flops() > static_cast<double>(sw.host.max_attention_flops); },
+      run_benchmark);
 }
 
 int attention_runtime_errors() { return state().runtime_errors; }

@@ -7,7 +7,7 @@
 #include <benchmark/benchmark.h>
 
 #include "apps/mla_bench/bench_inputs.h"
-#include "apps/mla_bench/timed_iterations.h"
+#include "apps/mla_bench/bench_common.h"
 #include "lib/rng.h"
 
 namespace mla::bench {
@@ -285,21 +285,9 @@ RegisterResult register_cache_benchmarks(BenchEnv* env, const RegisterOptions& o
   for (int32_t k : sw.convert_topk)
     for (int64_t n : sw.convert_rows) shapes.push_back({Op::kConvert, n, sw.convert_block_size, false, k});
 
-  const bool on_device = env->timer->on_device();
-  RegisterResult result;
-  for (const Shape& shape : shapes) {
-    if (!on_device && options.host_caps && over_host_caps(shape, sw.host)) {
-      result.left_out.push_back(shape.name());
-      continue;
-    }
-    benchmark::internal::Benchmark* bm = benchmark::RegisterBenchmark(
-        shape.name().c_str(), [shape](benchmark::State& st) { run_benchmark(st, shape); });
-    // Repetitions, aggregates-only and min time come from flags (main.cpp sets the sweep's
-    // values as defaults), so that names stay the same whatever the repetition count.
-    bm->UseManualTime()->Unit(benchmark::kMicrosecond);
-    ++result.registered;
-  }
-  return result;
+  return register_shapes(
+      shapes, env->timer->on_device(), options.host_caps,
+      [&](const Shape& shape) { return over_host_caps(shape, sw.host); }, run_benchmark);
 }
 
 int benchmark_runtime_errors() { return state().runtime_errors; }

@@ -1,4 +1,4 @@
-#include "apps/mla_bench/timed_iterations.h"
+#include "apps/mla_bench/bench_common.h"
 
 namespace mla::bench {
 

@@ -1,0 +1,41 @@
+// What every mla-bench benchmark family shares: the timed loop (per iteration, flush L2 untimed
+// before the start event, record start, run, record stop, hand the device time to Google
+// Benchmark with UseManualTime; a failing operation ends the benchmark with SkipWithError and
+// counts as a runtime error) and the registration of a family's shapes.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "apps/mla_bench/bench_cache_ops.h"
+
+namespace mla::bench {
+
+// Returns the total timed seconds (0 when the benchmark was ended by an error).
+double time_iterations(benchmark::State& st, BenchEnv& env, const std::function<Status(Backend&)>& run,
+                       int* runtime_errors);
+
+// Registers one benchmark per shape (name(), run(state, shape)); on the host backend, shapes for
+// which over_host_caps(shape) holds are left out and listed. Repetitions, aggregates-only and min
+// time come from flags (main.cpp sets the sweep's values as defaults), so that names stay the
+// same whatever the repetition count.
+template <typename Shape, typename OverCaps, typename Run>
+RegisterResult register_shapes(const std::vector<Shape>& shapes, bool on_device, bool host_caps, OverCaps over_host_caps,
+                               Run run) {
+  RegisterResult result;
+  for (const Shape& shape : shapes) {
+    if (!on_device && host_caps && over_host_caps(shape)) {
+      result.left_out.push_back(shape.name());
+      continue;
+    }
+    benchmark::internal::Benchmark* bm = benchmark::RegisterBenchmark(
+        shape.name().c_str(), [shape, run](benchmark::State& st) { run(st, shape); });
+    bm->UseManualTime()->Unit(benchmark::kMicrosecond);
+    ++result.registered;
+  }
+  return result;
+}
+
+}  // namespace mla::bench
