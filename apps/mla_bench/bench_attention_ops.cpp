@@ -68,13 +68,6 @@ void fill_uniform_bf16(std::vector<bf16_t>& v, Rng& rng, float amplitude) {
   }
 }
 
-// A failed allocation: the shape does not fit this backend (skipped, not a runtime error).
-struct CapacityError {
-  std::string message;
-};
-void check_alloc(const Status& st) {
-  if (!st.ok()) throw CapacityError{st.message()};
-}
 
 // Host view of results: bf16 values all finite and below kMaxSaneOutput in magnitude.
 bool bf16_sane(const std::vector<bf16_t>& v, size_t* bad_index) {
@@ -648,30 +641,23 @@ Prepared* prepare(benchmark::State& st, const Shape& shape) {
   }
   Backend& b = *s.env->backend;
   std::unique_ptr<Prepared> p;
-  Status status;
-  try {
-    switch (shape.op) {
-      case Op::kSparse: status = prepare_sparse(b, shape.sparse, &p); break;
-      case Op::kDense: status = prepare_dense(b, shape.dense, &p); break;
-      case Op::kForward: status = prepare_forward(b, shape.forward, &p); break;
-    }
-  } catch (const CapacityError& e) {
-    st.SkipWithError(("does not fit: " + e.message).c_str());
-    return nullptr;
-  } catch (const std::bad_alloc&) {
-    st.SkipWithError("does not fit: host memory for the inputs");
-    return nullptr;
-  } catch (const std::exception& e) {
-    status = Status::error(e.what());
-  }
-  if (status.ok()) status = p->run(b);  // warm-up (the forward: its first replay)
-  if (status.ok()) status = b.synchronize();
-  if (status.ok()) status = check_outputs(b, *p);
-  if (!status.ok()) {
-    ++s.runtime_errors;
-    st.SkipWithError(("setup or first run failed: " + status.message()).c_str());
-    return nullptr;
-  }
+  const bool ready = build_and_warm_up(
+      st, &s.runtime_errors,
+      [&]() -> Status {
+        switch (shape.op) {
+          case Op::kSparse: return prepare_sparse(b, shape.sparse, &p);
+          case Op::kDense: return prepare_dense(b, shape.dense, &p);
+          case Op::kForward: return prepare_forward(b, shape.forward, &p);
+        }
+        return Status::error("unknown operation");
+      },
+      [&] {
+        Status status = p->run(b);  // warm-up (the forward: its first replay)
+        if (status.ok()) status = b.synchronize();
+        if (status.ok()) status = check_outputs(b, *p);
+        return status;
+      });
+  if (!ready) return nullptr;
   s.current = std::move(p);
   s.current_key = key;
   return s.current.get();

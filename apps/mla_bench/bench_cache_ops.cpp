@@ -90,14 +90,6 @@ class PreparedConvert final : public Prepared {
   Status run(Backend& backend) override { return backend.convert(params); }
 };
 
-// A failed allocation: the shape does not fit this backend (skipped, not a runtime error).
-struct CapacityError {
-  std::string message;
-};
-
-void check_alloc(const Status& st) {
-  if (!st.ok()) throw CapacityError{st.message()};
-}
 
 struct BenchState {
   BenchEnv* env = nullptr;
@@ -218,27 +210,22 @@ Prepared* prepare(benchmark::State& st, const Shape& shape) {
   s.current_key.clear();
   Backend& b = *s.env->backend;
   std::unique_ptr<Prepared> p;
-  Status status;
-  try {
-    switch (shape.op) {
-      case Op::kPack: status = prepare_pack(b, shape, &p); break;
-      case Op::kGather: status = prepare_gather(b, shape, &p); break;
-      case Op::kConvert: status = prepare_convert(b, shape, &p); break;
-    }
-  } catch (const CapacityError& e) {
-    st.SkipWithError(("does not fit: " + e.message).c_str());
-    return nullptr;
-  } catch (const std::bad_alloc&) {
-    st.SkipWithError("does not fit: host memory for the inputs");
-    return nullptr;
-  }
-  if (status.ok()) status = p->run(b);
-  if (status.ok()) status = b.synchronize();
-  if (!status.ok()) {
-    ++s.runtime_errors;
-    st.SkipWithError(("setup or first run failed: " + status.message()).c_str());
-    return nullptr;
-  }
+  const bool ready = build_and_warm_up(
+      st, &s.runtime_errors,
+      [&]() -> Status {
+        switch (shape.op) {
+          case Op::kPack: return prepare_pack(b, shape, &p);
+          case Op::kGather: return prepare_gather(b, shape, &p);
+          case Op::kConvert: return prepare_convert(b, shape, &p);
+        }
+        return Status::error("unknown operation");
+      },
+      [&] {
+        Status status = p->run(b);
+        if (status.ok()) status = b.synchronize();
+        return status;
+      });
+  if (!ready) return nullptr;
   s.current = std::move(p);
   s.current_key = key;
   return s.current.get();

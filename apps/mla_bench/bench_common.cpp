@@ -1,6 +1,30 @@
 #include "apps/mla_bench/bench_common.h"
 
+#include <exception>
+#include <new>
+
 namespace mla::bench {
+
+bool build_and_warm_up(benchmark::State& st, int* runtime_errors, const std::function<Status()>& build,
+                       const std::function<Status()>& warm_up) {
+  Status status;
+  try {
+    status = build();
+  } catch (const CapacityError& e) {
+    st.SkipWithError(("does not fit: " + e.message).c_str());
+    return false;
+  } catch (const std::bad_alloc&) {
+    st.SkipWithError("does not fit: host memory for the inputs");
+    return false;
+  } catch (const std::exception& e) {
+    status = Status::error(e.what());
+  }
+  if (status.ok()) status = warm_up();
+  if (status.ok()) return true;
+  ++*runtime_errors;
+  st.SkipWithError(("setup or first run failed: " + status.message()).c_str());
+  return false;
+}
 
 double time_iterations(benchmark::State& st, BenchEnv& env, const std::function<Status(Backend&)>& run,
                        int* runtime_errors) {

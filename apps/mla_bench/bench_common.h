@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -12,6 +13,20 @@
 #include "apps/mla_bench/bench_cache_ops.h"
 
 namespace mla::bench {
+
+// A failed allocation: the shape does not fit this backend (skipped, not a runtime error).
+struct CapacityError {
+  std::string message;
+};
+inline void check_alloc(const Status& st) {
+  if (!st.ok()) throw CapacityError{st.message()};
+}
+
+// Builds a shape's inputs (build) and runs it once, untimed (warm_up: run, synchronize, verify).
+// A CapacityError or bad_alloc from build skips the benchmark as "does not fit"; any other failure
+// skips it as a runtime error (counted). Returns whether the shape is ready to time.
+bool build_and_warm_up(benchmark::State& st, int* runtime_errors, const std::function<Status()>& build,
+                       const std::function<Status()>& warm_up);
 
 // Returns the total timed seconds (0 when the benchmark was ended by an error).
 double time_iterations(benchmark::State& st, BenchEnv& env, const std::function<Status(Backend&)>& run,

@@ -6,6 +6,8 @@
 // Injection unbounded-convert: the launch covers the full-batch req_id while indices and the
 // output hold only the decode rows; the guard after the output is sized to absorb the overrun so
 // the run ends in OOB rather than a crash.
+#include <optional>
+
 #include "lib/buffer_set.h"
 #include "lib/checks/check_context.h"
 #include "lib/compare.h"
@@ -131,13 +133,13 @@ std::vector<CheckResult> run_convert_checks(const CheckContext& ctx) {
   std::vector<CheckResult> out;
   for (size_t i = 0; i < ctx.scenario.converts.size(); ++i) {
     const ConvertCase& c = ctx.scenario.converts[i];
-    ConvertData d;  // built inside the first rank's check: a failure there is that check's ERROR
+    std::optional<ConvertData> d;  // built inside the first rank's check: a failure there is that check's ERROR
     for (int32_t rank = 0; rank < c.dcp_world_size; ++rank) {
       std::string id = "convert/" + c.name;
       if (c.dcp_world_size > 1) id += "/rank" + std::to_string(rank);
       out.push_back(timed_check(id, "convert", [&] {
-        if (d.indices.empty() && d.rows == 0) d = make_convert_data(ctx, c, i);
-        return convert_one(ctx, c, d, rank);
+        if (!d) d = make_convert_data(ctx, c, i);
+        return convert_one(ctx, c, *d, rank);
       }));
     }
   }
