@@ -7,7 +7,7 @@
     of the 656-byte entry) and compares with our outputs bit for bit (any NaN equals any NaN; NaN
     positions must match). Mismatches are printed.
 (b) Timing: the same three operations on the shapes of an mla-bench sweep file (CUDA events,
-    L2 flushed by writing a buffer of twice the L2 size before every iteration, median of
+    L2 flushed by reading a buffer of twice the L2 size before every iteration, median of
     --iters >= 20), with mla-bench's byte models; printed, and written as JSON with --out.
 (c) --attention: timing of the two attention routes on the "attention" shapes of a sweep (default
     sweep: attention), the same way, with mla-bench's FLOP and byte models, against this script's
@@ -445,15 +445,22 @@ def sweep_shapes(sweep):
     return shapes
 
 
+def flush_buffer(l2, device):
+    """The L2 flush buffer, mla-bench's size (2 x L2, at least 64 MiB), filled once."""
+    return torch.full((max(2 * l2, 64 << 20),), 0x5A, dtype=torch.uint8, device=device)
+
+
 def time_cuda(fn, flush, iters, warmup):
-    """Per-iteration seconds: flush (untimed), event, fn, event, synchronize."""
+    """Per-iteration seconds: flush (untimed), event, fn, event, synchronize. The flush reads the
+    buffer (a sum), as mla-bench does: a written flush would leave dirty lines whose write-back
+    lands in the timed region (docs/benchmarks.md)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
-    for i in range(iters):
-        flush.fill_((i & 0x7F) | 1)
+    for _ in range(iters):
+        flush.sum(dtype=torch.int64)
         start.record()
         fn()
         stop.record()
@@ -480,9 +487,9 @@ def run_timing(sweep_arg, iters, warmup, name_filter, seed):
     sweep, sweep_path = load_sweep(sweep_arg)
     props = torch.cuda.get_device_properties(device)
     l2 = getattr(props, "L2_cache_size", 0) or (64 << 20)
-    flush = torch.empty(max(2 * l2, 64 << 20), dtype=torch.uint8, device=device)
+    flush = flush_buffer(l2, device)
     copy_bw = copy_bandwidth(device)
-    print(f"peer timing on {props.name}: sweep {sweep_path}, L2 {l2} bytes (flush writes {flush.numel()}), "
+    print(f"peer timing on {props.name}: sweep {sweep_path}, L2 {l2} bytes (flush reads {flush.numel()}), "
           f"copy {copy_bw / 1e9:.1f} GB/s, median of {iters}")
     print(f"  {'benchmark':<40} {'median us':>11} {'GB/s':>9} {'% copy':>7} {'items/s':>10}")
     results = []
@@ -727,7 +734,7 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
         props = torch.cuda.get_device_properties(device)
         device_name = props.name
         l2 = getattr(props, "L2_cache_size", 0) or (64 << 20)
-        flush = torch.empty(max(2 * l2, 64 << 20), dtype=torch.uint8, device=device)
+        flush = flush_buffer(l2, device)
         max_flops = None
     else:
         device_name, l2, flush = "cpu", 0, None

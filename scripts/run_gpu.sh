@@ -14,8 +14,8 @@
 #   MLA_SKIP_CTEST=1  MLA_SKIP_CHECK=1  MLA_SKIP_INJECT=1  MLA_SKIP_SANITIZER=1
 #   MLA_SKIP_BENCH=1  MLA_SKIP_PEER=1                       skip that stage
 #   MLA_SANITIZER_TOOLS="memcheck racecheck initcheck"      compute-sanitizer tools to run
-#   MLA_SANITIZER_ARGS=...      extra mla-check arguments under the sanitizers (e.g. --filter X)
-#   MLA_SANITIZER_TIMEOUT=1800  seconds per sanitizer run
+#   MLA_SANITIZER_ARGS=...      mla-check selection under the sanitizers (e.g. --filter X)
+#   MLA_SANITIZER_TIMEOUT=900   seconds per sanitizer process (one per tool and scenario)
 #   MLA_CHECK_ARGS=...          extra mla-check arguments for the suite run
 #   MLA_INJECT_ARGS=...         extra mla-check arguments for the injection runs (e.g. --scenario X)
 #   MLA_BENCH_ARGS=...          extra mla-bench arguments (e.g. --quick, --benchmark_filter=gather)
@@ -131,29 +131,10 @@ elif ! command -v compute-sanitizer >/dev/null 2>&1; then
 elif ! have mla-check; then
   record sanitizer FAIL 0 "$BIN/mla-check was not built"
 else
-  for tool in ${MLA_SANITIZER_TOOLS:-memcheck racecheck initcheck}; do
-    name="sanitizer-$tool"
-    log="$RESULTS/$name.log"
-    echo
-    echo "== $name"
-    start=$(date +%s)
-    # --no-isolate: the sanitizer watches one process (mla-check otherwise runs each scenario in
-    # a child process of its own, which compute-sanitizer does not follow by default).
-    # shellcheck disable=SC2086
-    timeout "${MLA_SANITIZER_TIMEOUT:-1800}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
-      "$BIN/mla-check" --backend cuda --quiet --no-isolate ${MLA_SANITIZER_ARGS:-} >"$log" 2>&1
-    rc=$?
-    secs=$(( $(date +%s) - start ))
-    errors="$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
-    tail -5 "$log"
-    if [[ $rc == 0 ]]; then
-      record "$name" PASS "$secs" "${errors:-no summary line}"
-    elif [[ $rc == 124 ]]; then
-      record "$name" FAIL "$secs" "timed out after ${MLA_SANITIZER_TIMEOUT:-1800}s"
-    else
-      record "$name" FAIL "$secs" "exit $rc: ${errors:-no summary line}, log $name.log"
-    fi
-  done
+  # One process per (tool, scenario file), MLA_JOBS at once (scripts/sanitize_suite.sh).
+  # shellcheck disable=SC2086
+  stage sanitizer 0 -- env MLA_BUILD_DIR="$BUILD" MLA_JOBS="$JOBS" scripts/sanitize_suite.sh "$RESULTS" \
+    ${MLA_SANITIZER_ARGS:-}
 fi
 
 # --- Benchmarks ---------------------------------------------------------------------------------

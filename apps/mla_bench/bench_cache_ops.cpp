@@ -1,6 +1,7 @@
 #include "apps/mla_bench/bench_cache_ops.h"
 
 #include <functional>
+#include <map>
 #include <new>
 #include <utility>
 
@@ -246,6 +247,24 @@ void run_benchmark(benchmark::State& st, const Shape& shape) {
   if (timed > 0.0 && env.roofline.copy_bytes_per_second > 0.0) {
     const double achieved = static_cast<double>(iters) * static_cast<double>(shape.bytes()) / timed;
     st.counters["pct_of_copy_bw"] = benchmark::Counter(100.0 * achieved / env.roofline.copy_bytes_per_second);
+    // The same bytes copied at this size (measured once per size, after the shape's timing).
+    static std::map<int64_t, double> sized_copy;
+    auto it = sized_copy.find(shape.bytes());
+    if (it == sized_copy.end()) {
+      double rate = 0.0;
+      const Status c = measure_sized_copy(*env.backend, *env.timer, *env.flusher,
+                                          static_cast<std::size_t>(shape.bytes()), &rate);
+      if (!c.ok()) {
+        ++s.runtime_errors;
+        st.SkipWithError(("same-size copy: " + c.message()).c_str());
+        return;
+      }
+      it = sized_copy.emplace(shape.bytes(), rate).first;
+    }
+    if (it->second > 0.0) {
+      st.counters["same_size_copy_bytes_per_second"] = benchmark::Counter(it->second);
+      st.counters["pct_of_same_size_copy"] = benchmark::Counter(100.0 * achieved / it->second);
+    }
   }
   if (shape.op == Op::kConvert && shape.bytes() <= kLatencyCounterMaxBytes && timed > 0.0 &&
       env.roofline.empty_launch_seconds > 0.0) {

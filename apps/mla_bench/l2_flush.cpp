@@ -22,9 +22,20 @@ Status L2Flusher::create(Backend& backend, void* stream, std::unique_ptr<L2Flush
     f->l2_bytes_ = static_cast<std::size_t>(prop.l2CacheSize);
     // Twice the L2, at least 64 MiB (a device reporting no L2 still gets a real flush).
     f->buffer_bytes_ = std::max<std::size_t>(2 * f->l2_bytes_, std::size_t{64} << 20);
+    f->buffer_bytes_ = (f->buffer_bytes_ + 15) / 16 * 16;
     Status st = backend.allocate(f->buffer_bytes_, &f->buffer_);
+    if (st.ok()) {
+      void* sink = nullptr;
+      st = backend.allocate(sizeof(unsigned), &sink);
+      f->sink_ = static_cast<unsigned*>(sink);
+    }
     if (!st.ok()) return Status::error("L2 flush buffer of " + std::to_string(f->buffer_bytes_) +
                                        " bytes: " + st.message());
+    // Every byte 0x5A: the xor of four words of 0x5A5A5A5A is 0, never 0xFFFFFFFF.
+    const auto s = static_cast<cudaStream_t>(stream);
+    MLA_CUDA_CHECK(cudaMemsetAsync(f->buffer_, 0x5A, f->buffer_bytes_, s));
+    MLA_CUDA_CHECK(cudaMemsetAsync(f->sink_, 0, sizeof(unsigned), s));
+    f->blocks_ = 4 * prop.multiProcessorCount;
   }
 #endif
   *out = std::move(f);
@@ -33,14 +44,14 @@ Status L2Flusher::create(Backend& backend, void* stream, std::unique_ptr<L2Flush
 
 L2Flusher::~L2Flusher() {
   if (buffer_) backend_.release(buffer_);
+  if (sink_) backend_.release(sink_);
 }
 
 Status L2Flusher::flush() {
 #if defined(MLA_HAVE_CUDA)
   if (buffer_ != nullptr) {
-    // A different byte each time, so no layer can treat the writes as redundant.
-    const int value = static_cast<int>(++flushes_ & 0x7F) | 0x01;
-    MLA_CUDA_CHECK(cudaMemsetAsync(buffer_, value, buffer_bytes_, static_cast<cudaStream_t>(stream_)));
+    MLA_CUDA_CHECK(static_cast<cudaError_t>(
+        launch_read_flush(buffer_, buffer_bytes_, 0xFFFFFFFFu, sink_, blocks_, stream_)));
   }
 #endif
   return Status();

@@ -1,7 +1,11 @@
-// Cold-L2 timing: before each timed iteration, write a buffer of at least twice the device's L2
+// Cold-L2 timing: before each timed iteration, read a buffer of at least twice the device's L2
 // size (cudaDeviceProp::l2CacheSize) on the backend's stream, so that the operation's inputs are
-// no longer cached when it starts. The writes are issued before the start event: outside the
-// timed region. On the host backend flush() does nothing (host figures are warm-cache).
+// no longer cached when it starts. The reads are issued before the start event: outside the
+// timed region. A read, not a write: a written flush leaves tens of MB of dirty lines in L2 whose
+// write-back then lands inside the next timed region (measured on an H200: a 118 MB gather took
+// 37 us after a written flush), a cost of the benchmark, not of the operation. The buffer is
+// written once, at creation (never read uninitialised). On the host backend flush() does nothing
+// (host figures are warm-cache).
 #pragma once
 
 #include <cstddef>
@@ -30,7 +34,13 @@ class L2Flusher {
   void* buffer_ = nullptr;
   std::size_t l2_bytes_ = 0;
   std::size_t buffer_bytes_ = 0;
-  unsigned flushes_ = 0;
+  unsigned* sink_ = nullptr;  // 4 bytes the read pass would write only on an impossible value
+  int blocks_ = 0;
 };
+
+// Defined in l2_flush_kernels.cu (CUDA builds only): launches the read pass over `bytes` (a multiple
+// of 16) of `buffer` on `stream`; returns the launch's cudaError_t.
+int launch_read_flush(const void* buffer, std::size_t bytes, unsigned impossible, unsigned* sink, int blocks,
+                      void* stream);
 
 }  // namespace mla::bench

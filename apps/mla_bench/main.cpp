@@ -292,7 +292,7 @@ int main(int argc, char** argv) {
   }
   if (!gemm.method.empty()) benchmark::AddCustomContext("mla_gemm_method", gemm.method);
   if (flusher->buffer_bytes() > 0) {
-    benchmark::AddCustomContext("mla_l2_flush", std::to_string(flusher->buffer_bytes()) + " bytes written (L2 " +
+    benchmark::AddCustomContext("mla_l2_flush", std::to_string(flusher->buffer_bytes()) + " bytes read (L2 " +
                                                     std::to_string(flusher->l2_bytes()) + " bytes)");
   }
 

@@ -46,6 +46,24 @@ Status measure_host(Roofline* out) {
 }
 
 #if defined(MLA_HAVE_CUDA)
+// Fills src with 0x5A (not zeros: METHOD, never time zeros), then times kCopyWarmup + kCopySamples
+// device-to-device copies of `bytes` with events, the L2 flushed before each when `flusher` is
+// given; *t receives the kCopySamples timed ones.
+Status time_copies(DeviceTimer& timer, L2Flusher* flusher, void* src, void* dst, std::size_t bytes,
+                   std::vector<double>* t) {
+  const auto stream = static_cast<cudaStream_t>(timer.stream());
+  MLA_CUDA_CHECK(cudaMemsetAsync(src, 0x5A, bytes, stream));
+  for (int i = 0; i < kCopyWarmup + kCopySamples; ++i) {
+    if (flusher != nullptr) MLA_RETURN_IF_ERROR(flusher->flush());
+    MLA_RETURN_IF_ERROR(timer.start());
+    MLA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+    double s = 0.0;
+    MLA_RETURN_IF_ERROR(timer.stop(&s));
+    if (i >= kCopyWarmup) t->push_back(s);
+  }
+  return Status();
+}
+
 Status measure_cuda(Backend& backend, DeviceTimer& timer, Roofline* out) {
   const auto stream = static_cast<cudaStream_t>(timer.stream());
   // 2 GiB source and destination; halve on allocation failure (a small device), down to 256 MiB.
@@ -66,17 +84,7 @@ Status measure_cuda(Backend& backend, DeviceTimer& timer, Roofline* out) {
     backend.release(dst);
   };
   std::vector<double> t;
-  Status st = [&]() -> Status {
-    MLA_CUDA_CHECK(cudaMemsetAsync(src, 0x5A, bytes, stream));  // not zeros (METHOD: never time zeros)
-    for (int i = 0; i < kCopyWarmup + kCopySamples; ++i) {
-      MLA_RETURN_IF_ERROR(timer.start());
-      MLA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
-      double s = 0.0;
-      MLA_RETURN_IF_ERROR(timer.stop(&s));
-      if (i >= kCopyWarmup) t.push_back(s);
-    }
-    return Status();
-  }();
+  Status st = time_copies(timer, nullptr, src, dst, bytes, &t);
   release();
   MLA_RETURN_IF_ERROR(st);
   out->copy_buffer_bytes = bytes;
@@ -101,6 +109,35 @@ Status measure_cuda(Backend& backend, DeviceTimer& timer, Roofline* out) {
 #endif
 
 }  // namespace
+
+Status measure_sized_copy(Backend& backend, DeviceTimer& timer, L2Flusher& flusher, std::size_t total_bytes,
+                          double* bytes_per_second) {
+  *bytes_per_second = 0.0;
+#if defined(MLA_HAVE_CUDA)
+  if (!timer.on_device()) return Status();
+  const std::size_t bytes = std::max<std::size_t>(total_bytes / 2, 16);
+  void* src = nullptr;
+  void* dst = nullptr;
+  MLA_RETURN_IF_ERROR(backend.allocate(bytes, &src));
+  Status a = backend.allocate(bytes, &dst);
+  if (!a.ok()) {
+    backend.release(src);
+    return a;
+  }
+  std::vector<double> t;
+  Status st = time_copies(timer, &flusher, src, dst, bytes, &t);
+  backend.release(src);
+  backend.release(dst);
+  MLA_RETURN_IF_ERROR(st);
+  *bytes_per_second = 2.0 * static_cast<double>(bytes) / median(t);
+#else
+  (void)backend;
+  (void)timer;
+  (void)flusher;
+  (void)total_bytes;
+#endif
+  return Status();
+}
 
 Status measure_roofline(Backend& backend, DeviceTimer& timer, Roofline* out) {
   *out = Roofline();

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "apps/mla_bench/device_timer.h"
+#include "apps/mla_bench/l2_flush.h"
 #include "kernels/backend.h"
 
 namespace mla::bench {
@@ -25,6 +26,15 @@ struct Roofline {
 };
 
 Status measure_roofline(Backend& backend, DeviceTimer& timer, Roofline* out);
+
+// The ceiling of a memory-bound operation at its own size: a cudaMemcpyAsync device-to-device of
+// total_bytes / 2 (so total_bytes read + written), timed exactly like a benchmark iteration (L2
+// flushed, events, median of the same number of copies as the startup figure). A copy of 118 MB
+// does not reach the 2 GiB copy's rate (ramp-up and tail are a larger share), so this says how
+// much of an operation's gap to the startup figure any kernel moving those bytes would have.
+// *bytes_per_second = 0 on the host backend (not measured).
+Status measure_sized_copy(Backend& backend, DeviceTimer& timer, L2Flusher& flusher, std::size_t total_bytes,
+                          double* bytes_per_second);
 
 // Launches an empty kernel on `stream` (a cudaStream_t); returns the cudaError_t of the launch.
 // Defined in roofline_kernels.cu, only in CUDA builds.

@@ -18,6 +18,7 @@
 #include "lib/report.h"
 #include "lib/scenario.h"
 #include "lib/suite_runner.h"
+#include "progress.h"
 #include "table.h"
 
 #ifndef MLA_DEFAULT_SCENARIO_DIR
@@ -48,6 +49,11 @@ std::string default_scenario_dir() {
   return MLA_DEFAULT_SCENARIO_DIR;
 }
 
+size_t online_cpus() {
+  const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<size_t>(n) : 1;
+}
+
 // --scenario X: an existing path, else the file stem of a shipped scenario (shipped files are
 // named after their scenario).
 bool resolve_scenario_arg(const std::string& arg, const std::vector<std::string>& shipped, std::string* path) {
@@ -73,6 +79,7 @@ int run(int argc, char** argv) {
   bool list = false, list_injections = false, version = false, quiet = false, no_isolate = false, verbose = false;
   std::optional<uint64_t> seed;
   double timeout_s = 900.0;
+  int jobs = 1;
   app.add_option("--scenario", scenario_args, "Scenario file path or shipped scenario name (repeatable)");
   app.add_option("--scenario-dir", scenario_dir, "Directory of the shipped suite")->capture_default_str();
   app.add_option("--filter", filter, "Only scenarios whose name matches PATTERN (glob, or substring)");
@@ -88,7 +95,11 @@ int run(int argc, char** argv) {
   app.add_option("--timeout", timeout_s, "Seconds one scenario may run before it is killed (ERROR)")
       ->check(CLI::Range(1.0, 7 * 86400.0))
       ->capture_default_str();
-  app.add_flag("--no-isolate", no_isolate, "Run scenarios in this process (a crash then ends the run)");
+  app.add_option("-j,--jobs", jobs,
+                 "Scenario processes run at once (0: one per online CPU); the results keep the suite's order")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  app.add_flag("--no-isolate", no_isolate, "Run scenarios in this process, one at a time (a crash then ends the run)");
   app.add_flag("-q,--quiet", quiet, "Print only failing checks and the summary");
   app.add_flag("-v,--verbose", verbose, "Print every check (default: one row per passing scenario)");
   app.add_flag("--version", version, "Print the version and exit");
@@ -112,6 +123,11 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "mla-check: --inject: unknown failure '%s'; known:", inject_name.c_str());
     for (const auto& i : all_injections()) std::fprintf(stderr, " %s", i.name);
     std::fprintf(stderr, "\n");
+    return kExitUsage;
+  }
+  if (no_isolate && jobs != 1) {
+    std::fprintf(stderr, "mla-check: --no-isolate runs every scenario in this process, one at a time: "
+                         "it cannot be combined with --jobs %d (leave --jobs at 1)\n", jobs);
     return kExitUsage;
   }
 
@@ -179,16 +195,14 @@ int run(int argc, char** argv) {
   opt.injection = *injection;
   opt.isolate = !no_isolate;
   opt.timeout_s = timeout_s;
+  opt.jobs = jobs > 0 ? static_cast<size_t>(jobs) : online_cpus();
   opt.repro_prefix = std::string(argv[0]) + " --backend " + probe.info.name +
                      (inject_name.empty() ? "" : " --inject " + inject_name) +
                      (seed ? " --seed " + std::to_string(*seed) : "");
+  app::ProgressLine progress(stderr);
   if (tty) {
-    opt.on_start = [](size_t i, size_t n, const Scenario& s) {
-      std::fprintf(stderr, "\r\033[K[%zu/%zu] %s ...", i + 1, n, s.name.c_str());
-    };
-    opt.on_result = [](size_t i, size_t n, const ScenarioResult&) {
-      if (i + 1 == n) std::fprintf(stderr, "\r\033[K");
-    };
+    opt.on_start = [&](size_t i, size_t n, const Scenario& s) { progress.started(i, n, s.name); };
+    opt.on_result = [&](size_t i, size_t n, const ScenarioResult&) { progress.ended(i, n); };
   }
 
   RunReport report;

@@ -28,16 +28,17 @@
 //   sQ   [64 heads][576] bf16, 1152-byte rows, swizzled        73,728
 //   sK   [64 keys][576] bf16 (dequantized), swizzled             73,728
 //   sRaw [64][656] raw entries of the next tile (cp.async)       41,984
-//   sS   two fp32 [64][72] partial score tiles; P [64][64] bf16 (swizzled, 128-byte rows) reuses
-//        the first one once the scores are consumed              36,864
+//   sS   two fp32 [64][72] partial score tiles; P [64][64] bf16 (swizzled) reuses the first 128
+//        bytes of each 288-byte row of the second one             36,864
 //   factor[64], row_l[64] fp32, valid[2][64] bytes
 // Per tile: (B1) wait for the raw tile, barrier; dequantize sRaw -> sK; (B2) barrier; issue the
 // next tile's cp.async into sRaw (it lands while this tile computes); S = Q K^T with mma.sync
 // m16n8k16 — warp w computes rows 32 (w & 1), columns 32 ((w >> 1) & 1), half (w >> 2) of the
 // 576-deep sum, and stores its fp32 partial; (B3) barrier; softmax: 4 threads per row, 16
-// columns each, m and l kept in registers (identical in the 4); (B4) barrier; P (bf16) and the
-// row factors to shared memory; (B5) barrier; O += P V — warp w owns O[64 heads][64 w .. 64 w + 63]
-// in 128 fp32 registers per thread, V read with ldmatrix.trans from sK.
+// columns each, m and l kept in registers (identical in the 4); P (bf16) over the row's own scores
+// (a warp-level sync: a row is read only by its 4 threads) and the row factors to shared memory;
+// (B4) barrier; O += P V — warp w owns O[64 heads][64 w .. 64 w + 63] in 128 fp32 registers per
+// thread, V read with ldmatrix.trans from sK.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -53,66 +54,12 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
 #include "kernels/cuda/fp8_codec.cuh"
+#include "kernels/cuda/sparse_mqa_device.cuh"
 
 namespace mla {
 namespace {
 
-using attn_dev::kFullMask;
-
-constexpr int kDl = DsMlaEntry::kLatentDims;  // 576
-constexpr int kDc = DsMlaEntry::kNopeDims;    // 512
-constexpr int kEntryBytes = DsMlaEntry::kBytes;
-constexpr int kTile = 64;                      // top-k columns per tile
-
-struct SparseArgs {
-  const bf16_t* q_nope;  // [T, H, 512] with strides
-  int64_t q_nope_ts, q_nope_hs;
-  const bf16_t* q_pe;    // [T, H, 64] with strides
-  int64_t q_pe_ts, q_pe_hs;
-  int32_t num_heads;
-  const int32_t* indices;
-  int64_t indices_row_stride;
-  int32_t topk;
-  const uint8_t* cache;
-  int64_t num_slots;
-  int32_t block_size;
-  int64_t page_stride;
-  float scale;
-  bf16_t* out_lat;       // [T, H, 512]
-  float* lse;            // [T, H]
-  const SparseMqaWorkItem* items;
-  float* partial_out;    // [P, H, 512]
-  float* partial_lse;    // [P, H]
-  bool q_vec;            // q pointers 16-byte aligned, strides multiples of 8 elements
-  int32_t head_groups;   // CTAs per work item: blockIdx.x = item * head_groups + group
-};
-
-// Byte offset of a valid slot's entry from the cache base.
-__device__ __forceinline__ int64_t entry_offset(const SparseArgs& a, int32_t slot) {
-  const uint32_t s = static_cast<uint32_t>(slot), b = static_cast<uint32_t>(a.block_size);
-  return static_cast<int64_t>(s / b) * a.page_stride + static_cast<int64_t>(s % b) * kEntryBytes;
-}
-
-__device__ __forceinline__ bool slot_valid(const SparseArgs& a, int32_t slot) {
-  return slot >= 0 && static_cast<int64_t>(slot) < a.num_slots;
-}
-
-// 8 FP8 bytes (two words, byte i of the pair = element i) times `scale` -> 8 bf16 as a uint4:
-// SPEC 1.2 with the gather's conversions (fp8_codec.cuh), bit for bit.
-__device__ __forceinline__ uint4 dequant8(uint32_t w0, uint32_t w1, float scale) {
-  const float2 f0 = cuda_codec::e4m3x2_to_f32x2(w0);
-  const float2 f1 = cuda_codec::e4m3x2_to_f32x2(w0 >> 16);
-  const float2 f2 = cuda_codec::e4m3x2_to_f32x2(w1);
-  const float2 f3 = cuda_codec::e4m3x2_to_f32x2(w1 >> 16);
-  return make_uint4(cuda_codec::f32x2_to_bf16x2(__fmul_rn(f0.x, scale), __fmul_rn(f0.y, scale)),
-                    cuda_codec::f32x2_to_bf16x2(__fmul_rn(f1.x, scale), __fmul_rn(f1.y, scale)),
-                    cuda_codec::f32x2_to_bf16x2(__fmul_rn(f2.x, scale), __fmul_rn(f2.y, scale)),
-                    cuda_codec::f32x2_to_bf16x2(__fmul_rn(f3.x, scale), __fmul_rn(f3.y, scale)));
-}
-
-// The final row of an item: acc / l (0 when l == 0) and its LSE.
-__device__ __forceinline__ float normalize(float acc, float l) { return l == 0.0f ? 0.0f : __fdiv_rn(acc, l); }
-__device__ __forceinline__ float row_lse(float m, float l) { return l == 0.0f ? -INFINITY : m + logf(l); }
+using namespace sparse_dev;  // NOLINT: the kernels of this file are the header's users
 
 // =================================================================================================
 // simple
@@ -329,6 +276,8 @@ constexpr int kSmemQ = 0;
 constexpr int kSmemK = kSmemQ + kTcHeads * kRowBytes;
 constexpr int kSmemRaw = kSmemK + kTile * kRowBytes;
 constexpr int kSmemS = kSmemRaw + kTile * kEntryBytes;
+constexpr int kSmemP = kSmemS + kTcHeads * kSPitch * 4;  // P [64][64] bf16 in the second partial's rows
+constexpr int kPRowPitch = kSPitch * 4;                   // 288: 8 rows of an ldmatrix, swizzled, hit 8 bank groups
 constexpr int kSmemFactor = kSmemS + 2 * kTcHeads * kSPitch * 4;
 constexpr int kSmemRowL = kSmemFactor + kTcHeads * 4;
 constexpr int kSmemValid = kSmemRowL + kTcHeads * 4;
@@ -336,7 +285,7 @@ constexpr int kSmemTcBytes = kSmemValid + 2 * kTile;
 
 static_assert(kSmemRaw % 16 == 0 && kEntryBytes % 16 == 0, "cp.async destinations are 16-byte aligned");
 static_assert(kSmemS % 16 == 0 && kSmemValid % 4 == 0, "aligned shared-memory regions");
-static_assert(kTcHeads * kPRowBytes <= kTcHeads * kSPitch * 4, "P fits in the first score partial");
+static_assert(kPRowBytes <= kSPitch * 4 && kSPitch * 4 % 16 == 0, "a P row fits in its row of the second score partial");
 static_assert(kSmemTcBytes <= 232448, "one CTA fits Hopper's 227 KB of shared memory per block");
 static_assert(kDl % 32 == 0 && kDc == 8 * 64, "576 = 2 x 288 (two k halves of 18 k16 steps); 8 warps x 64 dims of O");
 
@@ -560,18 +509,20 @@ __global__ void __launch_bounds__(kTcThreads, 1) sparse_mqa_tc_kernel(const Spar
       tsum += __shfl_xor_sync(kFullMask, tsum, 2);
       row_l += tsum;
     }
-    __syncthreads();  // B4: the score partials are consumed; P may overwrite the first one
+    // P row r overwrites the first 128 bytes of row r of the second score partial. Only the 4
+    // threads of row r (lanes of one warp) read that row: once the warp is past this point, all of
+    // them have their scores in registers.
+    __syncwarp();
     {
-      uint8_t* s_p = smem + kSmemS;
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         const int chunk = 2 * k + (sm_q >> 1);
-        *reinterpret_cast<uint2*>(s_p + attn_dev::swizzled(sm_row, chunk, kPRowBytes) + 8 * (sm_q & 1)) =
+        *reinterpret_cast<uint2*>(smem + kSmemP + attn_dev::swizzled(sm_row, chunk, kPRowPitch) + 8 * (sm_q & 1)) =
             make_uint2(pk[2 * k], pk[2 * k + 1]);
       }
       if (sm_q == 0) s_factor[sm_row] = factor;
     }
-    __syncthreads();  // B5: P and the factors are visible
+    __syncthreads();  // B4: P and the factors are visible
 
     // O = O * factor + P V.
     {
@@ -600,7 +551,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) sparse_mqa_tc_kernel(const Spar
         uint32_t pa[4][4];
 #pragma unroll
         for (int mt = 0; mt < 4; ++mt) {
-          attn_dev::ldmatrix_x4(pa[mt], sbase + kSmemS + (16 * mt + p_row) * kPRowBytes + (((2 * kk + p_hi) ^ x7) << 4));
+          attn_dev::ldmatrix_x4(pa[mt], sbase + kSmemP + (16 * mt + p_row) * kPRowPitch + (((2 * kk + p_hi) ^ x7) << 4));
         }
 #pragma unroll
         for (int np = 0; np < 4; ++np) {
@@ -796,9 +747,9 @@ Status launch_sparse_mqa(const SparseMqaParams& p, cudaStream_t stream) {
     MLA_CUDA_CHECK(cudaGetDevice(&device));
     MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     // tc needs: 16-byte cp.async from the cache, 4-byte bf16x2 output stores, 8-byte partial stores,
-    // and the shared memory.
-    const bool tc_ok = cache_vec && aligned_to(p.out_lat, 4) && aligned_to(p.partial_out, 8) && optin >= kSmemTcBytes;
-    const bool use_tc = impl == SparseImpl::kTc && tc_ok;
+    // and the shared memory; otherwise simple runs.
+    const bool use_tc = impl == SparseImpl::kTc && cache_vec && aligned_to(p.out_lat, 4) &&
+                        aligned_to(p.partial_out, 8) && optin >= kSmemTcBytes;
     const int heads_per_cta = use_tc ? kTcHeads : kSimpleHeads;
     args.head_groups = (p.num_heads + heads_per_cta - 1) / heads_per_cta;
     const int64_t blocks = static_cast<int64_t>(md.num_items) * args.head_groups;

@@ -2,6 +2,7 @@
 crash isolation, the JSON report. The binary comes from $MLA_CHECK_BIN (set by CTest)."""
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -156,6 +157,67 @@ def test_a_crashing_scenario_loses_no_other_result(tmp_path):
     # The check that finished before the crash is kept.
     assert [c["verdict"] for c in by_name[SMALL]["checks"]] == ["PASS"]
     assert by_name["vllm_small_prefill"]["verdict"] == "PASS"
+
+
+# A selection whose completion order differs from its order with --jobs > 1: the hanging scenario
+# comes early and ends last (at --timeout), the crashing one ends first.
+JOBS_SELECTION = ["vllm_large_q_pure_prefill", SMALL, "gather_block_size_1", "vllm_small_prefill",
+                  "gpu_attn_mixed_small_k128"]
+JOBS_HOOKS = {"MLA_CHECK_TEST_HANG": SMALL, "MLA_CHECK_TEST_CRASH": "vllm_small_prefill"}
+
+
+def without_timings(value):
+    """A report (or part of one) without what may differ between two runs of the same selection."""
+    if isinstance(value, dict):
+        return {k: without_timings(v) for k, v in value.items() if k not in ("duration_s", "started_at", "argv")}
+    if isinstance(value, list):
+        return [without_timings(v) for v in value]
+    return value
+
+
+def table_without_times(stdout):
+    """The table and summary with the TIME cells and the run's total time blanked out."""
+    return [" ".join(re.sub(r"\b\d+(\.\d+)? m?s\b", "T", line).split()) for line in stdout.splitlines()]
+
+
+def run_selection(tmp_path, tag, *jobs_args):
+    out = tmp_path / f"{tag}.json"
+    args = ["--backend", "host", "--timeout", "1", "--report", str(out), *jobs_args]
+    for name in JOBS_SELECTION:
+        args += ["--scenario", name]
+    r = run(*args, env=JOBS_HOOKS)
+    assert r.returncode == 3, r.stdout + r.stderr  # the crash and the hang are ERRORs, nothing failed
+    return r.stdout.replace(str(out), "REPORT"), load_report(out)
+
+
+@pytest.mark.parametrize("jobs_args", [("--jobs", "3"), ("-j", "0")])
+def test_jobs_report_and_table_equal_a_serial_run_apart_from_timings(tmp_path, jobs_args):
+    serial, serial_report = run_selection(tmp_path, "serial")
+    parallel, parallel_report = run_selection(tmp_path, "parallel", *jobs_args)
+    assert [s["name"] for s in parallel_report["scenarios"]] == JOBS_SELECTION
+    assert without_timings(parallel_report) == without_timings(serial_report)
+    assert table_without_times(parallel) == table_without_times(serial)
+    by_name = {s["name"]: s for s in parallel_report["scenarios"]}
+    hung, crashed = by_name[SMALL], by_name["vllm_small_prefill"]
+    assert hung["verdict"] == "ERROR" and "timed out" in hung["error"] and hung["duration_s"] >= 1.0
+    assert crashed["verdict"] == "ERROR" and "signal" in crashed["error"]
+    # Each keeps the check it finished before it died; the others are unaffected.
+    assert [c["verdict"] for c in hung["checks"]] == ["PASS"]
+    assert [c["verdict"] for c in crashed["checks"]] == ["PASS"]
+    assert by_name["vllm_large_q_pure_prefill"]["verdict"] == "PASS"
+    assert by_name["gather_block_size_1"]["verdict"] == "PASS"
+
+
+@pytest.mark.parametrize("jobs", ["2", "0"])
+def test_no_isolate_with_jobs_is_bad_usage(jobs):
+    r = run("--backend", "host", "--scenario", SMALL, "--no-isolate", "--jobs", jobs)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--no-isolate" in r.stderr and "--jobs" in r.stderr
+    assert r.stdout == ""  # refused before anything ran
+
+
+def test_negative_jobs_is_bad_usage():
+    assert run("--jobs", "-1", "--scenario", SMALL).returncode == 2
 
 
 def test_exclude_tag_leaves_out_gpu_only_scenarios():

@@ -1,0 +1,35 @@
+// The read pass of the L2 flush (l2_flush.h): every 16-byte word of the buffer is loaded once, so
+// the lines left in L2 afterwards are the flush buffer's own, clean ones.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "apps/mla_bench/l2_flush.h"
+
+namespace mla::bench {
+namespace {
+
+// Grid-stride read of `words` uint4s. The xor of everything read goes to `sink` only when it
+// equals a value the buffer cannot produce (its bytes are all `fill`), so the loads cannot be
+// dropped and nothing is written in practice.
+__global__ void read_flush_kernel(const uint4* __restrict__ buf, size_t words, unsigned impossible,
+                                  unsigned* __restrict__ sink) {
+  unsigned acc = 0;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < words;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const uint4 v = __ldcg(buf + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == impossible) *sink = acc;
+}
+
+}  // namespace
+
+int launch_read_flush(const void* buffer, size_t bytes, unsigned impossible, unsigned* sink, int blocks,
+                      void* stream) {
+  read_flush_kernel<<<blocks, 512, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<const uint4*>(buffer),
+                                                                              bytes / sizeof(uint4), impossible, sink);
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace mla::bench

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# compute-sanitizer over the scenario suite on the CUDA backend: one process per (tool, scenario
+# file), up to MLA_JOBS at once, each `mla-check --backend cuda --no-isolate --scenario FILE` under
+# `compute-sanitizer --tool TOOL --error-exitcode 99` (in-process: the sanitizer watches the process
+# that runs the kernels). Scenario files come from `mla-check --list` with the extra arguments, so
+# --filter / --exclude-tag select them as they would the suite.
+#
+#   scripts/sanitize_suite.sh RESULTS_DIR [mla-check selection arguments...]
+#
+# Writes RESULTS_DIR/sanitizer/TOOL/SCENARIO.log and RESULTS_DIR/sanitizer.tsv (tool, scenario,
+# status, seconds, summary line); status is PASS (exit 0 and a zero-error summary), ERRORS (the
+# sanitizer found something: exit 99), TIMEOUT, or FAIL (any other exit: mla-check itself failed).
+# Exit status: 0 when every run is PASS, 1 otherwise, 2 on a usage error.
+#
+# Environment: MLA_BUILD_DIR (build), MLA_SANITIZER_TOOLS ("memcheck racecheck initcheck"),
+# MLA_SANITIZER_TIMEOUT (seconds per process, 900), MLA_JOBS (parallel processes, all cores).
+set -u -o pipefail
+
+if [[ $# -lt 1 ]]; then
+  echo "usage: $0 RESULTS_DIR [mla-check selection arguments...]" >&2
+  exit 2
+fi
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT" || exit 2
+RESULTS="$1"
+shift
+mkdir -p "$RESULTS/sanitizer" || exit 2
+RESULTS="$(cd "$RESULTS" && pwd)"
+CHECK="${MLA_BUILD_DIR:-build}/bin/mla-check"
+TOOLS="${MLA_SANITIZER_TOOLS:-memcheck racecheck initcheck}"
+TIMEOUT="${MLA_SANITIZER_TIMEOUT:-900}"
+JOBS="${MLA_JOBS:-$(nproc 2>/dev/null || echo 4)}"
+
+if [[ ! -x "$CHECK" ]]; then
+  echo "$0: $CHECK was not built" >&2
+  exit 2
+fi
+if ! command -v compute-sanitizer >/dev/null 2>&1; then
+  echo "$0: compute-sanitizer not found on PATH" >&2
+  exit 2
+fi
+
+# --list prints "NAME CHECKS FILE" per scenario; the file is the last field.
+mapfile -t FILES < <("$CHECK" --list "$@" | awk 'NF >= 2 { print $NF }')
+if [[ ${#FILES[@]} -eq 0 ]]; then
+  echo "$0: no scenario selected" >&2
+  exit 2
+fi
+
+# One run: TOOL FILE -> one TSV row on stdout.
+run_one() {
+  local tool="$1" file="$2" name log start rc secs summary status
+  name="$(basename "$file" .json)"
+  mkdir -p "$RESULTS/sanitizer/$tool"
+  log="$RESULTS/sanitizer/$tool/$name.log"
+  start=$(date +%s)
+  timeout "$TIMEOUT" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+    "$CHECK" --backend cuda --no-isolate --quiet --scenario "$file" >"$log" 2>&1
+  rc=$?
+  secs=$(( $(date +%s) - start ))
+  summary="$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1 | sed 's/^=* *//')"
+  case "$rc" in
+    0) if [[ "$summary" =~ ^(ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards) ]]; then status=PASS; else status=FAIL; fi ;;
+    99) status=ERRORS ;;
+    124) status=TIMEOUT ;;
+    *) status=FAIL ;;
+  esac
+  printf '%s\t%s\t%s\t%s\t%s\n' "$tool" "$name" "$status" "$secs" "${summary:-exit $rc, no summary line}"
+}
+export -f run_one
+export RESULTS CHECK TIMEOUT
+
+TSV="$RESULTS/sanitizer.tsv"
+for tool in $TOOLS; do
+  for f in "${FILES[@]}"; do printf '%s\n%s\n' "$tool" "$f"; done
+done | xargs -d '\n' -n 2 -P "$JOBS" bash -c 'run_one "$0" "$1"' | sort >"$TSV"
+
+total=$(wc -l <"$TSV")
+passed=$(awk -F'\t' '$3 == "PASS"' "$TSV" | wc -l)
+for tool in $TOOLS; do
+  printf '%-10s %s\n' "$tool" "$(awk -F'\t' -v t="$tool" '$1 == t { n[$3]++ } END { for (s in n) printf "%s %d  ", s, n[s] }' "$TSV")"
+done
+awk -F'\t' '$3 != "PASS" { print "  " $1 " " $2 ": " $3 " (" $5 ")" }' "$TSV"
+echo "sanitizer: $passed of $total runs clean (${#FILES[@]} scenarios x tools: $TOOLS); $TSV"
+[[ "$passed" == "$total" ]]

@@ -1,0 +1,108 @@
+"""scripts/sanitize_suite.sh without a GPU: a fake mla-check answers --list, and a fake
+compute-sanitizer on PATH plays each outcome (clean, errors found, mla-check failing, hanging),
+so the per-run classification, the TSV and the exit status are what is tested."""
+import os
+import pathlib
+import stat
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "sanitize_suite.sh"
+
+FAKE_CHECK = """#!/usr/bin/env bash
+# --list: NAME CHECKS FILE per scenario (the real format); anything else is never run here.
+if [[ "$1" == --list ]]; then
+  for n in $FAKE_SCENARIOS; do printf '%-20s %-10s %s\\n' "$n" pack "/suite/$n.json"; done
+  exit 0
+fi
+exit 3
+"""
+
+FAKE_SANITIZER = """#!/usr/bin/env bash
+# compute-sanitizer --tool T --error-exitcode 99 CHECK ... --scenario FILE
+tool="$2"
+file="${@: -1}"
+name="$(basename "$file" .json)"
+echo "$tool $name" >>"$FAKE_CALLS"
+case "$name" in
+  clean*)
+    if [[ "$tool" == racecheck ]]; then echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
+    else echo "========= ERROR SUMMARY: 0 errors"; fi
+    exit 0 ;;
+  dirty*) echo "========= ERROR SUMMARY: 2 errors"; exit 99 ;;
+  broken*) echo "mla-check: invalid scenario"; exit 2 ;;
+  slow*) sleep 5; exit 0 ;;
+esac
+exit 7
+"""
+
+
+def write_exe(path, text):
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+@pytest.fixture
+def fake_env(tmp_path):
+    build = tmp_path / "build"
+    (build / "bin").mkdir(parents=True)
+    write_exe(build / "bin" / "mla-check", FAKE_CHECK)
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    write_exe(tools / "compute-sanitizer", FAKE_SANITIZER)
+    env = dict(os.environ)
+    env.update(PATH=f"{tools}:{env['PATH']}", MLA_BUILD_DIR=str(build), MLA_JOBS="3",
+               FAKE_CALLS=str(tmp_path / "calls.txt"))
+    return tmp_path, env
+
+
+def run(tmp_path, env, scenarios, **extra):
+    env = dict(env, FAKE_SCENARIOS=" ".join(scenarios), **extra)
+    results = tmp_path / "results"
+    proc = subprocess.run(["bash", str(SCRIPT), str(results)], env=env, capture_output=True, text=True,
+                          timeout=60)
+    rows = []
+    tsv = results / "sanitizer.tsv"
+    if tsv.exists():
+        rows = [line.split("\t") for line in tsv.read_text().splitlines()]
+    return proc, rows
+
+
+def test_all_clean_passes_and_runs_every_tool_on_every_scenario(fake_env):
+    tmp_path, env = fake_env
+    proc, rows = run(tmp_path, env, ["clean_a", "clean_b"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted((r[0], r[1], r[2]) for r in rows) == sorted(
+        (t, s, "PASS") for t in ("memcheck", "racecheck", "initcheck") for s in ("clean_a", "clean_b"))
+    calls = (tmp_path / "calls.txt").read_text().split("\n")
+    assert len([c for c in calls if c]) == 6
+    assert (tmp_path / "results" / "sanitizer" / "racecheck" / "clean_b.log").exists()
+
+
+def test_each_failure_kind_is_classified_and_fails_the_run(fake_env):
+    tmp_path, env = fake_env
+    proc, rows = run(tmp_path, env, ["clean_a", "dirty_b", "broken_c", "slow_d"],
+                     MLA_SANITIZER_TOOLS="memcheck", MLA_SANITIZER_TIMEOUT="1")
+    assert proc.returncode == 1
+    status = {r[1]: r[2] for r in rows}
+    assert status == {"clean_a": "PASS", "dirty_b": "ERRORS", "broken_c": "FAIL", "slow_d": "TIMEOUT"}
+    assert "1 of 4 runs clean" in proc.stdout
+    assert "dirty_b: ERRORS (ERROR SUMMARY: 2 errors)" in proc.stdout
+
+
+def test_exit_zero_without_a_clean_summary_is_not_a_pass(fake_env):
+    tmp_path, env = fake_env
+    sanitizer = pathlib.Path(env["PATH"].split(":")[0]) / "compute-sanitizer"
+    write_exe(sanitizer, "#!/usr/bin/env bash\necho 'no summary'\nexit 0\n")
+    proc, rows = run(tmp_path, env, ["clean_a"], MLA_SANITIZER_TOOLS="initcheck")
+    assert proc.returncode == 1
+    assert rows[0][2] == "FAIL"
+
+
+def test_no_selected_scenario_is_a_usage_error(fake_env):
+    tmp_path, env = fake_env
+    proc, _ = run(tmp_path, env, [])
+    assert proc.returncode == 2
+    assert "no scenario selected" in proc.stderr
