@@ -32,6 +32,12 @@ SparseMqaPlan plan_sparse_mqa(int32_t num_tokens, int32_t topk, int32_t target_i
   return p;
 }
 
+int32_t sparse_plan_target(int32_t multiprocessors, int32_t num_heads) {
+  const int32_t head_groups = std::max<int32_t>(1, (num_heads + 63) / 64);
+  const int32_t ctas = 2 * std::max<int32_t>(1, multiprocessors);
+  return (ctas + head_groups - 1) / head_groups;
+}
+
 void attach_plan(BufferSet& bufs, const SparseMqaPlan& plan, SparseMqaParams& p) {
     p.metadata.items = bufs.input(plan.items);
   p.metadata.num_items = static_cast<int32_t>(plan.items.size());

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -109,7 +110,7 @@ void ChildPool::start(size_t tag, const ChildBody& body, double timeout_s) {
     failed_.push_back({tag, {false, "", std::string(what) + " failed: " + std::strerror(errno), 0.0}});
   };
   int fds[2];
-  if (::pipe(fds) != 0) return fail("pipe()");
+  if (::pipe2(fds, O_CLOEXEC) != 0) return fail("pipe2()");
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t parent = ::getpid();

@@ -9,7 +9,7 @@
 # Environment:
 #   MLA_CUDA_ARCH=90            CMAKE_CUDA_ARCHITECTURES
 #   MLA_BUILD_DIR=build         build directory
-#   MLA_JOBS=N                  parallel build jobs (default: all cores)
+#   MLA_JOBS=N                  parallel build jobs, mla-check scenario processes, sanitizer processes (default: all cores)
 #   MLA_SKIP_BUILD=1            skip configure + build (use an existing build)
 #   MLA_SKIP_CTEST=1  MLA_SKIP_CHECK=1  MLA_SKIP_INJECT=1  MLA_SKIP_SANITIZER=1
 #   MLA_SKIP_BENCH=1  MLA_SKIP_PEER=1                       skip that stage
@@ -107,7 +107,7 @@ elif ! have mla-check; then
   record check FAIL 0 "$BIN/mla-check was not built"
 else
   # shellcheck disable=SC2086
-  stage check 0 -- "$BIN/mla-check" --report "$RESULTS/check.json" ${MLA_CHECK_ARGS:-}
+  stage check 0 -- "$BIN/mla-check" --jobs "$JOBS" --report "$RESULTS/check.json" ${MLA_CHECK_ARGS:-}
 fi
 
 if skipped MLA_SKIP_INJECT; then
@@ -118,7 +118,7 @@ else
   # Each injected failure must be caught: mla-check exits 1 (a check failed).
   for inj in "${INJECTIONS[@]}"; do
     # shellcheck disable=SC2086
-    stage "inject-$inj" 1 -- "$BIN/mla-check" --inject "$inj" --quiet --report "$RESULTS/inject-$inj.json" \
+    stage "inject-$inj" 1 -- "$BIN/mla-check" --inject "$inj" --jobs "$JOBS" --quiet --report "$RESULTS/inject-$inj.json" \
       ${MLA_INJECT_ARGS:-}
   done
 fi

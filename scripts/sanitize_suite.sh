@@ -20,12 +20,12 @@ if [[ $# -lt 1 ]]; then
   echo "usage: $0 RESULTS_DIR [mla-check selection arguments...]" >&2
   exit 2
 fi
+# RESULTS_DIR is taken relative to the caller's directory; everything runs from the repository root.
+mkdir -p "$1/sanitizer" || exit 2
+RESULTS="$(cd "$1" && pwd)"
+shift
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT" || exit 2
-RESULTS="$1"
-shift
-mkdir -p "$RESULTS/sanitizer" || exit 2
-RESULTS="$(cd "$RESULTS" && pwd)"
 CHECK="${MLA_BUILD_DIR:-build}/bin/mla-check"
 TOOLS="${MLA_SANITIZER_TOOLS:-memcheck racecheck initcheck}"
 TIMEOUT="${MLA_SANITIZER_TIMEOUT:-900}"
@@ -40,21 +40,21 @@ if ! command -v compute-sanitizer >/dev/null 2>&1; then
   exit 2
 fi
 
-# --list prints "NAME CHECKS FILE" per scenario; the file is the last field.
-mapfile -t FILES < <("$CHECK" --list "$@" | awk 'NF >= 2 { print $NF }')
+# --list prints "NAME CHECKS FILE" per scenario (names and checks have no spaces; the file may).
+# Each entry here: NAME, a tab, FILE. Logs are named after the scenario (names are unique).
+mapfile -t FILES < <("$CHECK" --list "$@" | sed -nE 's/^([^ ]+) +([^ ]+) +(.+)$/\1\t\3/p')
 if [[ ${#FILES[@]} -eq 0 ]]; then
   echo "$0: no scenario selected" >&2
   exit 2
 fi
 
-# One run: TOOL FILE -> one TSV row on stdout.
+# One run: TOOL "NAME<tab>FILE" -> one TSV row on stdout.
 run_one() {
-  local tool="$1" file="$2" name log start rc secs summary status
-  name="$(basename "$file" .json)"
+  local tool="$1" name="${2%%$'\t'*}" file="${2#*$'\t'}" log start rc secs summary status
   mkdir -p "$RESULTS/sanitizer/$tool"
   log="$RESULTS/sanitizer/$tool/$name.log"
   start=$(date +%s)
-  timeout "$TIMEOUT" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+  timeout -k 30 "$TIMEOUT" compute-sanitizer --tool "$tool" --error-exitcode 99 \
     "$CHECK" --backend cuda --no-isolate --quiet --scenario "$file" >"$log" 2>&1
   rc=$?
   secs=$(( $(date +%s) - start ))
@@ -62,7 +62,7 @@ run_one() {
   case "$rc" in
     0) if [[ "$summary" =~ ^(ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards) ]]; then status=PASS; else status=FAIL; fi ;;
     99) status=ERRORS ;;
-    124) status=TIMEOUT ;;
+    124 | 137) status=TIMEOUT ;;
     *) status=FAIL ;;
   esac
   printf '%s\t%s\t%s\t%s\t%s\n' "$tool" "$name" "$status" "$secs" "${summary:-exit $rc, no summary line}"

@@ -87,23 +87,20 @@ std::string gflop(double flops) {
   return buf;
 }
 
-// The sparse plan's target: enough work items that items x head groups (the kernel's CTAs, 64
-// heads each, one per SM) make two waves on the device. Splitting further only adds fp32 partial
-// traffic and the combine (measured on an H200 at batch 128 x 2, H = 128, K = 2048: a plan sized
-// in items, not CTAs, split every token in two for no occupancy gain).
+// The sparse plan's target (lib/sparse_mqa_plan.h): two waves of CTAs on this device; off the GPU,
+// ForwardConfig's default count of multiprocessors-worth.
 int32_t sparse_target_items(Backend& backend, int32_t heads) {
-  const int32_t head_groups = std::max<int32_t>(1, (heads + 63) / 64);
 #if defined(MLA_HAVE_CUDA)
   if (auto* cuda = dynamic_cast<CudaBackend*>(&backend)) {
     int sms = 0;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cuda->device()) == cudaSuccess && sms > 0) {
-      return (2 * sms + head_groups - 1) / head_groups;
+      return sparse_plan_target(sms, heads);
     }
     (void)cudaGetLastError();
   }
 #endif
   (void)backend;
-  return (ForwardConfig{}.target_work_items + head_groups - 1) / head_groups;
+  return sparse_plan_target(ForwardConfig{}.target_work_items / 2, heads);
 }
 
 // Distinct slots in [0, num_slots) among `count` indices.

@@ -24,13 +24,12 @@ Status L2Flusher::create(Backend& backend, void* stream, std::unique_ptr<L2Flush
     f->buffer_bytes_ = std::max<std::size_t>(2 * f->l2_bytes_, std::size_t{64} << 20);
     f->buffer_bytes_ = (f->buffer_bytes_ + 15) / 16 * 16;
     Status st = backend.allocate(f->buffer_bytes_, &f->buffer_);
-    if (st.ok()) {
-      void* sink = nullptr;
-      st = backend.allocate(sizeof(unsigned), &sink);
-      f->sink_ = static_cast<unsigned*>(sink);
-    }
     if (!st.ok()) return Status::error("L2 flush buffer of " + std::to_string(f->buffer_bytes_) +
                                        " bytes: " + st.message());
+    void* sink = nullptr;
+    st = backend.allocate(sizeof(unsigned), &sink);
+    if (!st.ok()) return Status::error("L2 flush sink (4 bytes): " + st.message());
+    f->sink_ = static_cast<unsigned*>(sink);
     // Every byte 0x5A: the xor of four words of 0x5A5A5A5A is 0, never 0xFFFFFFFF.
     const auto s = static_cast<cudaStream_t>(stream);
     MLA_CUDA_CHECK(cudaMemsetAsync(f->buffer_, 0x5A, f->buffer_bytes_, s));

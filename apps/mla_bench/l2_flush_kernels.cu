@@ -9,9 +9,9 @@
 namespace mla::bench {
 namespace {
 
-// Grid-stride read of `words` uint4s. The xor of everything read goes to `sink` only when it
-// equals a value the buffer cannot produce (its bytes are all `fill`), so the loads cannot be
-// dropped and nothing is written in practice.
+// Grid-stride read of `words` uint4s. The xor of everything a thread read goes to `sink` only when
+// it equals `impossible`, a value the buffer's contents cannot produce (l2_flush.cpp fills it with
+// 0x5A bytes: every word xors to 0), so the loads cannot be dropped and nothing is written.
 __global__ void read_flush_kernel(const uint4* __restrict__ buf, size_t words, unsigned impossible,
                                   unsigned* __restrict__ sink) {
   unsigned acc = 0;

@@ -118,11 +118,12 @@ Status measure_sized_copy(Backend& backend, DeviceTimer& timer, L2Flusher& flush
   const std::size_t bytes = std::max<std::size_t>(total_bytes / 2, 16);
   void* src = nullptr;
   void* dst = nullptr;
-  MLA_RETURN_IF_ERROR(backend.allocate(bytes, &src));
-  Status a = backend.allocate(bytes, &dst);
-  if (!a.ok()) {
+  // The shape's own buffers are still held: when the copy's do not fit as well, the ceiling is
+  // not measured (0), which is not an error of the benchmark.
+  if (!backend.allocate(bytes, &src).ok()) return Status();
+  if (!backend.allocate(bytes, &dst).ok()) {
     backend.release(src);
-    return a;
+    return Status();
   }
   std::vector<double> t;
   Status st = time_copies(timer, &flusher, src, dst, bytes, &t);

@@ -32,7 +32,8 @@ Status measure_roofline(Backend& backend, DeviceTimer& timer, Roofline* out);
 // flushed, events, median of the same number of copies as the startup figure). A copy of 118 MB
 // does not reach the 2 GiB copy's rate (ramp-up and tail are a larger share), so this says how
 // much of an operation's gap to the startup figure any kernel moving those bytes would have.
-// *bytes_per_second = 0 on the host backend (not measured).
+// *bytes_per_second = 0 when not measured: the host backend, or the copy's buffers do not fit
+// beside the shape's.
 Status measure_sized_copy(Backend& backend, DeviceTimer& timer, L2Flusher& flusher, std::size_t total_bytes,
                           double* bytes_per_second);
 

@@ -78,6 +78,7 @@ class CudaBackendImpl final : public CudaBackend {
     const cudaError_t err = cudaMalloc(ptr, bytes > 0 ? bytes : 1);
     if (err != cudaSuccess) {
       *ptr = nullptr;
+      (void)cudaGetLastError();  // an allocation failure is not sticky: clear it, or the next launch check reports it
       return cuda_status(err, ("cudaMalloc of " + std::to_string(bytes) + " bytes").c_str(), __FILE__, __LINE__);
     }
     return Status();

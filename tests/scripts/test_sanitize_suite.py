@@ -14,7 +14,7 @@ SCRIPT = ROOT / "scripts" / "sanitize_suite.sh"
 FAKE_CHECK = """#!/usr/bin/env bash
 # --list: NAME CHECKS FILE per scenario (the real format); anything else is never run here.
 if [[ "$1" == --list ]]; then
-  for n in $FAKE_SCENARIOS; do printf '%-20s %-10s %s\\n' "$n" pack "/suite/$n.json"; done
+  for n in $FAKE_SCENARIOS; do printf '%-20s %-10s %s\\n' "$n" pack "/suite dir/$n.json"; done
   exit 0
 fi
 exit 3
@@ -25,6 +25,7 @@ FAKE_SANITIZER = """#!/usr/bin/env bash
 tool="$2"
 file="${@: -1}"
 name="$(basename "$file" .json)"
+[[ "$file" == "/suite dir/$name.json" ]] || { echo "split path: $file"; exit 8; }
 echo "$tool $name" >>"$FAKE_CALLS"
 case "$name" in
   clean*)
@@ -59,10 +60,11 @@ def fake_env(tmp_path):
 
 
 def run(tmp_path, env, scenarios, **extra):
+    """Runs the script from tmp_path with the relative results directory "results"."""
     env = dict(env, FAKE_SCENARIOS=" ".join(scenarios), **extra)
     results = tmp_path / "results"
-    proc = subprocess.run(["bash", str(SCRIPT), str(results)], env=env, capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(["bash", str(SCRIPT), "results"], env=env, capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
     rows = []
     tsv = results / "sanitizer.tsv"
     if tsv.exists():
@@ -77,7 +79,7 @@ def test_all_clean_passes_and_runs_every_tool_on_every_scenario(fake_env):
     assert sorted((r[0], r[1], r[2]) for r in rows) == sorted(
         (t, s, "PASS") for t in ("memcheck", "racecheck", "initcheck") for s in ("clean_a", "clean_b"))
     calls = (tmp_path / "calls.txt").read_text().split("\n")
-    assert len([c for c in calls if c]) == 6
+    assert len([c for c in calls if c]) == 6  # the scenario files' paths hold a space: passed whole
     assert (tmp_path / "results" / "sanitizer" / "racecheck" / "clean_b.log").exists()
 
 
