@@ -563,6 +563,25 @@ def describe_context(role: str, bench: BenchFile) -> str:
     return f"{role:<4}  {bench.path}: " + (", ".join(parts) or "no context")
 
 
+# mla-bench's context keys that say how the figures were taken; when they differ, a time change
+# may be the method's (e.g. the L2 flush changed from a write to a read on 2026-11-29).
+METHOD_CONTEXT_KEYS = {
+    "mla_device": "device",
+    "mla_l2_flush": "L2 flush",
+    "mla_timing": "timing",
+    "mla_backend": "backend",
+}
+
+
+def method_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    notes = []
+    for key, what in METHOD_CONTEXT_KEYS.items():
+        b, n = base.get(key), new.get(key)
+        if b is not None and n is not None and b != n:
+            notes.append(f"{what} differs (BASE: {b}; NEW: {n}): part of a change may be the method's")
+    return notes
+
+
 def compare_benchmarks(base: BenchFile, new: BenchFile, options: Options) -> Comparison:
     findings: list[Finding] = []
     compared = within_noise = 0
@@ -585,6 +604,7 @@ def compare_benchmarks(base: BenchFile, new: BenchFile, options: Options) -> Com
     base_host, new_host = base.context.get("host_name"), new.context.get("host_name")
     if base_host and new_host and base_host != new_host:
         notes.append(f"BASE ran on {base_host}, NEW on {new_host}")
+    notes.extend(method_notes(base.context, new.context))
     return Comparison(
         kind=Kind.BENCHMARK,
         subject_columns=("BENCHMARK",),

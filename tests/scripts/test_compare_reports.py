@@ -526,3 +526,18 @@ def test_json_summary_of_a_benchmark_comparison(tmp_path):
     assert finding["benchmark"] == "BM_Decode/64"
     assert finding["base_ns"] == pytest.approx(1000.0) and finding["new_ns"] == pytest.approx(1200.0)
     assert finding["relative"] == pytest.approx(0.2)
+
+
+def test_benchmark_method_differences_are_noted(tmp_path):
+    base = make_bench({"BM_Decode/64": (1000.0, 10.0)})
+    new = make_bench({"BM_Decode/64": (900.0, 10.0)})
+    base["context"]["mla_l2_flush"] = "125829120 bytes written (L2 62914560 bytes)"
+    new["context"]["mla_l2_flush"] = "125829120 bytes read (L2 62914560 bytes)"
+    base["context"]["mla_device"] = new["context"]["mla_device"] = "NVIDIA H200 (sm_90, 132 SMs, L2 60 MiB)"
+    result = run_compare(tmp_path, base, new)
+    assert result.returncode == 0  # a speed-up never fails
+    assert "L2 flush differs (BASE: 125829120 bytes written" in result.stdout
+    assert "device differs" not in result.stdout  # same device: no note
+    # Same method: no note at all.
+    result = run_compare(tmp_path, base, base)
+    assert "differs" not in result.stdout
