@@ -20,7 +20,7 @@ struct SparseMqaPlan {
 };
 
 // Splits each token's top-k range into column blocks (multiples of 64) when there are fewer
-// tokens than target_items (e.g. 2 x the multiprocessor count), so small decode batches still
+// tokens than target_items (sparse_plan_target below on a GPU), so small decode batches still
 // fill the device; otherwise one item per token.
 SparseMqaPlan plan_sparse_mqa(int32_t num_tokens, int32_t topk, int32_t target_items);
 
