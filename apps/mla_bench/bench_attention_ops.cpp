@@ -342,8 +342,7 @@ class PreparedForward final : public Prepared {
 struct AttentionState {
   BenchEnv* env = nullptr;
   const GemmCeiling* gemm = nullptr;
-  std::string current_key;
-  std::unique_ptr<Prepared> current;
+  PreparedCache<Prepared> prepared;
   std::vector<uint8_t> entry_pool;  // [kEntryPoolRows, 656], packed by the backend
   int runtime_errors = 0;
   bool released_cache_state = false;
@@ -633,36 +632,27 @@ Status check_outputs(Backend& b, Prepared& prepared) {
 
 Prepared* prepare(benchmark::State& st, const Shape& shape) {
   AttentionState& s = state();
-  const std::string key = shape.name();
-  if (s.current_key == key && s.current) return s.current.get();
-  s.current.reset();  // free the previous benchmark's buffers first
-  s.current_key.clear();
   if (!s.released_cache_state) {
     release_benchmark_state();  // the last cache-path benchmark's inputs
     s.released_cache_state = true;
   }
   Backend& b = *s.env->backend;
-  std::unique_ptr<Prepared> p;
-  const bool ready = build_and_warm_up(
-      st, &s.runtime_errors,
-      [&]() -> Status {
+  return s.prepared.get(
+      st, &s.runtime_errors, shape.name(),
+      [&](std::unique_ptr<Prepared>* p) -> Status {
         switch (shape.op) {
-          case Op::kSparse: return prepare_sparse(b, shape.sparse, &p);
-          case Op::kDense: return prepare_dense(b, shape.dense, &p);
-          case Op::kForward: return prepare_forward(b, shape.forward, &p);
+          case Op::kSparse: return prepare_sparse(b, shape.sparse, p);
+          case Op::kDense: return prepare_dense(b, shape.dense, p);
+          case Op::kForward: return prepare_forward(b, shape.forward, p);
         }
         return Status::error("unknown operation");
       },
-      [&] {
-        Status status = p->run(b);  // warm-up (the forward: its first replay)
+      [&](Prepared& p) {
+        Status status = p.run(b);  // warm-up (the forward: its first replay)
         if (status.ok()) status = b.synchronize();
-        if (status.ok()) status = check_outputs(b, *p);
+        if (status.ok()) status = check_outputs(b, p);
         return status;
       });
-  if (!ready) return nullptr;
-  s.current = std::move(p);
-  s.current_key = key;
-  return s.current.get();
 }
 
 void run_benchmark(benchmark::State& st, const Shape& shape) {
@@ -670,13 +660,10 @@ void run_benchmark(benchmark::State& st, const Shape& shape) {
   BenchEnv& env = *s.env;
   Prepared* prepared = prepare(st, shape);
   if (prepared == nullptr) return;
-  const double timed =
-      time_iterations(st, env, [&](Backend& b) { return prepared->run(b); }, &s.runtime_errors);
+  const double timed = time_and_count(st, env, [&](Backend& b) { return prepared->run(b); }, &s.runtime_errors,
+                                      prepared->bytes, prepared->items, prepared->label);
   if (st.error_occurred()) return;
   const auto iters = static_cast<int64_t>(st.iterations());
-  st.SetBytesProcessed(iters * prepared->bytes);
-  st.SetItemsProcessed(iters * prepared->items);
-  st.SetLabel(prepared->label);
   if (timed <= 0.0) return;
   const double per_call = timed / static_cast<double>(iters);
   const double flops_per_second = prepared->flops / per_call;
@@ -829,8 +816,7 @@ int attention_runtime_errors() { return state().runtime_errors; }
 
 void release_attention_state() {
   AttentionState& s = state();
-  s.current.reset();
-  s.current_key.clear();
+  s.prepared.release();
   s.entry_pool.clear();
 }
 

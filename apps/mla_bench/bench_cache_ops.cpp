@@ -94,8 +94,7 @@ class PreparedConvert final : public Prepared {
 
 struct BenchState {
   BenchEnv* env = nullptr;
-  std::string current_key;
-  std::unique_ptr<Prepared> current;
+  PreparedCache<Prepared> prepared;
   std::vector<bf16_t> latent_pool;   // [kPoolRows, 576]
   std::vector<uint8_t> entry_pool;   // [kPoolRows, 656], packed by the backend
   int runtime_errors = 0;
@@ -202,34 +201,25 @@ Status prepare_convert(Backend& b, const Shape& shape, std::unique_ptr<Prepared>
 }
 
 // Builds (or reuses: Google Benchmark calls the function once per run and repetition) the inputs
-// of `shape`, then runs the operation once, untimed. Returns false with the benchmark skipped.
+// of `shape`, then runs the operation once, untimed. nullptr: the benchmark was skipped.
 Prepared* prepare(benchmark::State& st, const Shape& shape) {
   BenchState& s = state();
-  const std::string key = shape.name();
-  if (s.current_key == key && s.current) return s.current.get();
-  s.current.reset();  // free the previous benchmark's buffers first
-  s.current_key.clear();
   Backend& b = *s.env->backend;
-  std::unique_ptr<Prepared> p;
-  const bool ready = build_and_warm_up(
-      st, &s.runtime_errors,
-      [&]() -> Status {
+  return s.prepared.get(
+      st, &s.runtime_errors, shape.name(),
+      [&](std::unique_ptr<Prepared>* p) -> Status {
         switch (shape.op) {
-          case Op::kPack: return prepare_pack(b, shape, &p);
-          case Op::kGather: return prepare_gather(b, shape, &p);
-          case Op::kConvert: return prepare_convert(b, shape, &p);
+          case Op::kPack: return prepare_pack(b, shape, p);
+          case Op::kGather: return prepare_gather(b, shape, p);
+          case Op::kConvert: return prepare_convert(b, shape, p);
         }
         return Status::error("unknown operation");
       },
-      [&] {
-        Status status = p->run(b);
+      [&](Prepared& p) {
+        Status status = p.run(b);
         if (status.ok()) status = b.synchronize();
         return status;
       });
-  if (!ready) return nullptr;
-  s.current = std::move(p);
-  s.current_key = key;
-  return s.current.get();
 }
 
 void run_benchmark(benchmark::State& st, const Shape& shape) {
@@ -237,13 +227,10 @@ void run_benchmark(benchmark::State& st, const Shape& shape) {
   BenchEnv& env = *s.env;
   Prepared* prepared = prepare(st, shape);
   if (prepared == nullptr) return;
-  const double timed =
-      time_iterations(st, env, [&](Backend& b) { return prepared->run(b); }, &s.runtime_errors);
+  const double timed = time_and_count(st, env, [&](Backend& b) { return prepared->run(b); }, &s.runtime_errors,
+                                      shape.bytes(), shape.items(), shape.label());
   if (st.error_occurred()) return;
   const auto iters = static_cast<int64_t>(st.iterations());
-  st.SetBytesProcessed(iters * shape.bytes());
-  st.SetItemsProcessed(iters * shape.items());
-  st.SetLabel(shape.label());
   if (timed > 0.0 && env.roofline.copy_bytes_per_second > 0.0) {
     const double achieved = static_cast<double>(iters) * static_cast<double>(shape.bytes()) / timed;
     st.counters["pct_of_copy_bw"] = benchmark::Counter(100.0 * achieved / env.roofline.copy_bytes_per_second);
@@ -300,8 +287,7 @@ int benchmark_runtime_errors() { return state().runtime_errors; }
 
 void release_benchmark_state() {
   BenchState& s = state();
-  s.current.reset();
-  s.current_key.clear();
+  s.prepared.release();
   s.entry_pool.clear();
 }
 

@@ -46,4 +46,16 @@ double time_iterations(benchmark::State& st, BenchEnv& env, const std::function<
   return timed;
 }
 
+double time_and_count(benchmark::State& st, BenchEnv& env, const std::function<Status(Backend&)>& run,
+                      int* runtime_errors, int64_t bytes_per_iteration, int64_t items_per_iteration,
+                      const std::string& label) {
+  const double timed = time_iterations(st, env, run, runtime_errors);
+  if (st.error_occurred()) return 0.0;
+  const auto iters = static_cast<int64_t>(st.iterations());
+  st.SetBytesProcessed(iters * bytes_per_iteration);
+  st.SetItemsProcessed(iters * items_per_iteration);
+  st.SetLabel(label);
+  return timed;
+}
+
 }  // namespace mla::bench

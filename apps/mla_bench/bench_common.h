@@ -4,7 +4,9 @@
 // counts as a runtime error) and the registration of a family's shapes.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,41 @@ bool build_and_warm_up(benchmark::State& st, int* runtime_errors, const std::fun
 // Returns the total timed seconds (0 when the benchmark was ended by an error).
 double time_iterations(benchmark::State& st, BenchEnv& env, const std::function<Status(Backend&)>& run,
                        int* runtime_errors);
+
+// time_iterations, then (unless that ended the benchmark) the bytes and items processed per
+// iteration and the label. Returns the timed seconds (0 when the benchmark was ended by an error).
+double time_and_count(benchmark::State& st, BenchEnv& env, const std::function<Status(Backend&)>& run,
+                      int* runtime_errors, int64_t bytes_per_iteration, int64_t items_per_iteration,
+                      const std::string& label);
+
+// The inputs of the benchmark being run, kept across Google Benchmark's calls of it (one per run
+// and repetition) and freed before the next benchmark's are built (device memory is the limit).
+template <typename P>
+class PreparedCache {
+ public:
+  // The prepared inputs for `key`: the kept ones, or new ones made by build and run once by
+  // warm_up (build_and_warm_up's rules). nullptr when the benchmark was skipped.
+  P* get(benchmark::State& st, int* runtime_errors, const std::string& key,
+         const std::function<Status(std::unique_ptr<P>*)>& build, const std::function<Status(P&)>& warm_up) {
+    if (key_ == key && current_) return current_.get();
+    release();
+    std::unique_ptr<P> p;
+    if (!build_and_warm_up(st, runtime_errors, [&] { return build(&p); }, [&] { return warm_up(*p); })) {
+      return nullptr;
+    }
+    current_ = std::move(p);
+    key_ = key;
+    return current_.get();
+  }
+  void release() {
+    current_.reset();
+    key_.clear();
+  }
+
+ private:
+  std::string key_;
+  std::unique_ptr<P> current_;
+};
 
 // Registers one benchmark per shape (name(), run(state, shape)); on the host backend, shapes for
 // which over_host_caps(shape) holds are left out and listed. Repetitions, aggregates-only and min
