@@ -54,6 +54,16 @@ size_t online_cpus() {
   return n > 0 ? static_cast<size_t>(n) : 1;
 }
 
+// --jobs 0 on the CUDA backend: every scenario process holds a CUDA context (hundreds of MB of
+// device memory) and they share one GPU, so "one per CPU" is capped. An explicit --jobs N is
+// taken as given.
+constexpr size_t kAutoJobsOnGpu = 8;
+
+size_t auto_jobs(const std::string& backend) {
+  const size_t cpus = online_cpus();
+  return backend == "cuda" ? std::min(cpus, kAutoJobsOnGpu) : cpus;
+}
+
 // --scenario X: an existing path, else the file stem of a shipped scenario (shipped files are
 // named after their scenario).
 bool resolve_scenario_arg(const std::string& arg, const std::vector<std::string>& shipped, std::string* path) {
@@ -96,7 +106,8 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(1.0, 7 * 86400.0))
       ->capture_default_str();
   app.add_option("-j,--jobs", jobs,
-                 "Scenario processes run at once (0: one per online CPU); the results keep the suite's order")
+                 "Scenario processes run at once (0: one per online CPU, at most 8 on the CUDA backend); the results "
+                 "keep the suite's order")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   app.add_flag("--no-isolate", no_isolate, "Run scenarios in this process, one at a time (a crash then ends the run)");
@@ -195,7 +206,7 @@ int run(int argc, char** argv) {
   opt.injection = *injection;
   opt.isolate = !no_isolate;
   opt.timeout_s = timeout_s;
-  opt.jobs = jobs > 0 ? static_cast<size_t>(jobs) : online_cpus();
+  opt.jobs = jobs > 0 ? static_cast<size_t>(jobs) : auto_jobs(probe.info.name);
   opt.repro_prefix = std::string(argv[0]) + " --backend " + probe.info.name +
                      (inject_name.empty() ? "" : " --inject " + inject_name) +
                      (seed ? " --seed " + std::to_string(*seed) : "");
