@@ -450,6 +450,22 @@ def flush_buffer(l2, device):
     return torch.full((max(2 * l2, 64 << 20),), 0x5A, dtype=torch.uint8, device=device)
 
 
+def guarded_timing(name, op, width, results, measure, also=()):
+    """measure() -> per-call seconds. On out of device memory (or an exception of type `also`)
+    prints why, records {"name", "op", "error"} in results, frees PyTorch's cached memory and
+    returns None; the inputs measure() built are gone by then."""
+    try:
+        return measure()
+    except torch.cuda.OutOfMemoryError as e:
+        print(f"  {name:<{width}} does not fit: {str(e).splitlines()[0]}")
+        results.append({"name": name, "op": op, "error": "out of memory"})
+    except also as e:
+        print(f"  {name:<{width}} failed: {str(e).splitlines()[0]}")
+        results.append({"name": name, "op": op, "error": str(e).splitlines()[0]})
+    torch.cuda.empty_cache()
+    return None
+
+
 def time_cuda(fn, flush, iters, warmup):
     """Per-iteration seconds: flush (untimed), event, fn, event, synchronize. The flush reads the
     buffer (a sum), as mla-bench does: a written flush would leave dirty lines whose write-back
@@ -497,16 +513,9 @@ def run_timing(sweep_arg, iters, warmup, name_filter, seed):
     for name, op, items, nbytes, setup in sweep_shapes(sweep):
         if name_filter and not re.search(name_filter, name):
             continue
-        try:
-            fn = setup(device, gen)
-            times = time_cuda(fn, flush, iters, warmup)
-        except torch.cuda.OutOfMemoryError as e:
-            print(f"  {name:<40} does not fit: {str(e).splitlines()[0]}")
-            results.append({"name": name, "op": op, "error": "out of memory"})
-            fn = None
-            torch.cuda.empty_cache()
+        times = guarded_timing(name, op, 40, results, lambda: time_cuda(setup(device, gen), flush, iters, warmup))
+        if times is None:
             continue
-        fn = None
         med = statistics.median(times)
         entry = {
             "name": name, "op": op, "iterations": iters, "median_s": med, "min_s": min(times),
@@ -757,26 +766,20 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
         if max_flops is not None and model_flops(op, prm) > max_flops:
             print(f"  {name:<46} above the sweep's host.max_attention_flops: not timed on the CPU")
             continue
-        try:
+        def measure():
             if op == "sparse_mqa":
                 fn, unique = setup_sparse(prm, device, gen)
                 flops, nbytes = sparse_model(prm, unique)
             else:
                 fn = setup_dense(prm, device, gen)
                 flops, nbytes = dense_model(prm)
-            times = time_fn(fn, flush, iters, warmup, device)
-        except torch.cuda.OutOfMemoryError as e:
-            print(f"  {name:<46} does not fit: {str(e).splitlines()[0]}")
-            results.append({"name": name, "op": op, "error": "out of memory"})
-            fn = None
-            torch.cuda.empty_cache()
+            return time_fn(fn, flush, iters, warmup, device), flops, nbytes
+
+        # RuntimeError too: e.g. no SDPA kernel for these dims on this device.
+        timed = guarded_timing(name, op, 46, results, measure, also=RuntimeError)
+        if timed is None:
             continue
-        except RuntimeError as e:   # e.g. no SDPA kernel for these dims on this device
-            print(f"  {name:<46} failed: {str(e).splitlines()[0]}")
-            results.append({"name": name, "op": op, "error": str(e).splitlines()[0]})
-            fn = None
-            continue
-        fn = None
+        times, flops, nbytes = timed
         med = statistics.median(times)
         entry = {
             "name": name, "op": op, "iterations": iters, "median_s": med, "min_s": min(times),
