@@ -95,12 +95,35 @@ __device__ __forceinline__ int32_t convert_element(const ConvertArgs& a, const R
   return topk_to_slot(tok, c.bt_row, a.block_table_width, kBlockSize > 0 ? kBlockSize : a.block_size);
 }
 
+// The cache-slot conversion alone (no prefill_req, no DCP) at block size 64, in 32-bit arithmetic:
+// the same result as convert_element<64> for those args, in fewer instructions (the kernel is
+// issue-bound at large sizes). index >= 0 and index >> 6 < width select the column; phys in
+// [0, 2^25) is exactly the range where phys * 64 + index % 64 is a valid int32 slot (topk_to_slot:
+// phys >= 0 and slot <= INT32_MAX).
+__device__ __forceinline__ int32_t convert_plain64(const ConvertArgs& a, const RowContext& c, int32_t index) {
+  if (!c.valid_req || index < 0 || (index >> 6) >= a.block_table_width) return kInvalidIndex;
+  const int32_t phys = c.bt_row[index >> 6];
+  if (static_cast<uint32_t>(phys) >= (1u << 25)) return kInvalidIndex;
+  return (phys << 6) | (index & 63);
+}
+
+template <int kBlockSize, bool kPlain>
+__device__ __forceinline__ int32_t convert(const ConvertArgs& a, const RowContext& c, int32_t index) {
+  static_assert(!kPlain || kBlockSize == 64, "the plain path is for block size 64");
+  if constexpr (kPlain) {
+    return convert_plain64(a, c, index);
+  } else {
+    return convert_element<kBlockSize>(a, c, index);
+  }
+}
+
 __device__ __forceinline__ int32_t is_valid(int32_t v) { return v != kInvalidIndex ? 1 : 0; }
 
 // kVec = 4: 16-byte loads of indices and stores of out (launcher checked alignment), one step at a
 // time; kVec = 1: the index loads of 2 steps are issued before the first conversion.
-// kBlockSize: 64 (the attention kernels' block size) or 0 (any, read from the args).
-template <int kVec, int kBlockSize>
+// kBlockSize: 64 (the attention kernels' block size) or 0 (any, read from the args). kPlain
+// (kBlockSize 64 only): no prefill_req and no DCP, convert_plain64 per element.
+template <int kVec, int kBlockSize, bool kPlain>
 __global__ void __launch_bounds__(kConvertThreads) convert_kernel(const ConvertArgs a) {
   using Vec = std::conditional_t<kVec == 4, int4, int32_t>;
   constexpr int kUnroll = kVec == 4 ? 1 : 2;  // steps whose index loads are in flight together
@@ -135,14 +158,14 @@ __global__ void __launch_bounds__(kConvertThreads) convert_kernel(const ConvertA
           if (s >= steps) break;
           if constexpr (kVec == 4) {
             int4 r;
-            r.x = convert_element<kBlockSize>(a, c, idx[u].x);
-            r.y = convert_element<kBlockSize>(a, c, idx[u].y);
-            r.z = convert_element<kBlockSize>(a, c, idx[u].z);
-            r.w = convert_element<kBlockSize>(a, c, idx[u].w);
+            r.x = convert<kBlockSize, kPlain>(a, c, idx[u].x);
+            r.y = convert<kBlockSize, kPlain>(a, c, idx[u].y);
+            r.z = convert<kBlockSize, kPlain>(a, c, idx[u].z);
+            r.w = convert<kBlockSize, kPlain>(a, c, idx[u].w);
             valid += is_valid(r.x) + is_valid(r.y) + is_valid(r.z) + is_valid(r.w);
             reinterpret_cast<int4*>(out)[s] = r;
           } else {
-            const int32_t r = convert_element<kBlockSize>(a, c, idx[u]);
+            const int32_t r = convert<kBlockSize, kPlain>(a, c, idx[u]);
             valid += is_valid(r);
             out[s] = r;
           }
@@ -198,14 +221,19 @@ Status launch_convert(const ConvertParams& p, cudaStream_t stream) {
   const unsigned grid = cuda_io::grid_blocks(p.indices_rows, kConvertThreads / a.threads_per_row);
 
   const bool b64 = p.block_size == 64;
-  if (vec && b64) {
-    convert_kernel<4, 64><<<grid, kConvertThreads, 0, stream>>>(a);
+  const bool plain = b64 && p.prefill_req == nullptr && p.dcp_world_size <= 1;
+  if (vec && plain) {
+    convert_kernel<4, 64, true><<<grid, kConvertThreads, 0, stream>>>(a);
+  } else if (vec && b64) {
+    convert_kernel<4, 64, false><<<grid, kConvertThreads, 0, stream>>>(a);
   } else if (vec) {
-    convert_kernel<4, 0><<<grid, kConvertThreads, 0, stream>>>(a);
+    convert_kernel<4, 0, false><<<grid, kConvertThreads, 0, stream>>>(a);
+  } else if (plain) {
+    convert_kernel<1, 64, true><<<grid, kConvertThreads, 0, stream>>>(a);
   } else if (b64) {
-    convert_kernel<1, 64><<<grid, kConvertThreads, 0, stream>>>(a);
+    convert_kernel<1, 64, false><<<grid, kConvertThreads, 0, stream>>>(a);
   } else {
-    convert_kernel<1, 0><<<grid, kConvertThreads, 0, stream>>>(a);
+    convert_kernel<1, 0, false><<<grid, kConvertThreads, 0, stream>>>(a);
   }
   MLA_CUDA_CHECK_LAUNCH("convert_kernel");
   return Status();

@@ -8,13 +8,15 @@
 // block-table entries) is bounds-checked before it forms an address, so no value there can make
 // the kernel read outside the cache, the block table or the starts.
 //
-// Work split: a block takes kGatherRowsPerBlock consecutive rows per step. First one thread per
-// row resolves the row's source (the dependent search and table loads of all rows run side by
-// side) into shared memory; then each warp converts its kGatherRowsPerWarp rows, issuing the loads
+// Work split: a block first copies workspace_starts and seq_starts into shared memory when there
+// are at most kGatherStagedReqs requests (one round trip; the owner search then runs in shared
+// memory instead of one dependent global load per step). It takes kGatherRowsPerBlock
+// consecutive rows per step. First one thread per row resolves the row's source (the searches and
+// table loads of all rows run side by side) into shared memory; then each warp converts its kGatherRowsPerWarp rows, issuing the loads
 // of kGatherRowsInFlight rows before converting any of them. Within a row, lane l handles the
 // 8-byte chunks l, l + 32 (and l + 64 for the flat reader's 72 chunks): every load and store
 // instruction of the warp covers 256 contiguous source bytes / 512 contiguous output bytes.
-//   fp8_ds_mla: chunk c is FP8 bytes [8c, 8c + 8) of tile c / 16; lanes 0..7 copy the 128 RoPE bytes.
+//   fp8_ds_mla: chunk c is FP8 bytes [8c, 8c + 8) of tile c / 16; every lane copies 4 of the 128 RoPE bytes.
 //   flat FP8:   chunk c is bytes [8c, 8c + 8) of the 576, all with the one global scale.
 // Dequantization is bf16_rne(e4m3_to_f32(b) * scale) with one IEEE multiply (__fmul_rn: never
 // contracted into an FMA); the conversions run two at a time (fp8_codec.cuh), same bits.
@@ -36,15 +38,17 @@ constexpr int kGatherWarpsPerBlock = kGatherThreads / kWarpSize;
 constexpr int kGatherRowsPerBlock = 32;   // rows resolved per block step (<= kGatherThreads)
 constexpr int kGatherRowsPerWarp = kGatherRowsPerBlock / kGatherWarpsPerBlock;
 constexpr int kGatherRowsInFlight = 4;    // rows whose loads a warp issues before converting
+constexpr int kGatherStagedReqs = 256;    // up to this many requests, a block stages their starts
 constexpr int kNopeChunks = DsMlaEntry::kNopeBytes / 8;    // 64 chunks of 8 FP8 bytes
 constexpr int kFlatChunks = DsMlaEntry::kLatentDims / 8;   // 72 chunks of 8 FP8 bytes
 constexpr int kChunksPerLane = (kFlatChunks + kWarpSize - 1) / kWarpSize;  // 3 (2 for fp8_ds_mla)
 
+static_assert(kGatherStagedReqs <= kGatherThreads, "one load per thread stages the starts");
 static_assert(kGatherRowsPerBlock <= kGatherThreads && kGatherRowsPerWarp % kGatherRowsInFlight == 0,
               "one thread resolves each row; warps take whole groups of rows in flight");
 static_assert(kNopeChunks == 2 * kWarpSize, "fp8_ds_mla: two NoPE chunks per lane");
-static_assert(DsMlaEntry::kTileDims % 8 == 0 && DsMlaEntry::kRopeBytes == 8 * 16,
-              "chunks never straddle a tile; lanes 0..7 copy the RoPE bytes, 16 each");
+static_assert(DsMlaEntry::kTileDims % 8 == 0 && DsMlaEntry::kRopeBytes == 4 * kWarpSize,
+              "chunks never straddle a tile; every lane copies 4 RoPE bytes");
 
 enum class Reader { kDsMla, kFlatFp8 };
 
@@ -66,12 +70,20 @@ struct GatherArgs {
   float global_scale;                 // flat reader only
 };
 
+// The request starts a block resolves rows against: workspace_starts and seq_starts (nullptr when
+// absent), in shared memory when the block staged them (num_reqs <= kGatherStagedReqs), else the
+// global arrays.
+struct RequestStarts {
+  const int32_t* ws;
+  const int32_t* seq;
+};
+
 // Byte offset of row o's entry from the cache base, or -1 when the row's source is invalid.
 // The same rules, in the same order, as host::gather_source_offset.
-__device__ __forceinline__ int64_t source_offset(const GatherArgs& a, int64_t o) {
-  const int32_t r = gather_row_owner(a.workspace_starts, a.num_reqs, o);  // in [-1, num_reqs)
+__device__ __forceinline__ int64_t source_offset(const GatherArgs& a, const RequestStarts& st, int64_t o) {
+  const int32_t r = gather_row_owner(st.ws, a.num_reqs, o);  // in [-1, num_reqs)
   if (r < 0) return -1;
-  const int64_t pos = o - __ldg(a.workspace_starts + r) + (a.seq_starts ? __ldg(a.seq_starts + r) : 0);
+  const int64_t pos = o - st.ws[r] + (st.seq ? st.seq[r] : 0);
   if (pos < 0) return -1;
   const int64_t logical = pos / a.block_size;
   if (logical >= a.block_table_width) return -1;
@@ -97,16 +109,17 @@ __device__ __forceinline__ uint4 dequant8(uint2 q, float scale) {
 
 // One row's source bytes as lane `lane` holds them, loaded before any row in flight is converted.
 struct RowSource {
-  int64_t offset;              // source_offset(), -1 = invalid row
+  bool valid;                  // source_offset() >= 0
   uint2 q[kChunksPerLane];     // chunk lane + 32 k
-  uint4 rope;                  // fp8_ds_mla, lanes 0..7: RoPE bytes [16 lane, 16 lane + 16)
+  uint32_t rope;               // fp8_ds_mla: RoPE bytes [4 lane, 4 lane + 4) (one register per row)
   float scale[2];              // fp8_ds_mla: the scales of chunks lane and lane + 32
 };
 
 template <Reader kReader, bool kVecSrc>
-__device__ __forceinline__ void load_source(const GatherArgs& a, RowSource& s, int lane) {
-  if (s.offset < 0) return;  // the same in every lane: uniform
-  const uint8_t* entry = a.cache + s.offset;
+__device__ __forceinline__ void load_source(const GatherArgs& a, int64_t offset, RowSource& s, int lane) {
+  s.valid = offset >= 0;
+  if (!s.valid) return;  // the same in every lane: uniform
+  const uint8_t* entry = a.cache + offset;
   if constexpr (kReader == Reader::kDsMla) {
 #pragma unroll
     for (int k = 0; k < 2; ++k) s.q[k] = cuda_io::load8<kVecSrc>(entry + DsMlaEntry::kNopeOffset + 8 * (lane + 32 * k));
@@ -114,7 +127,7 @@ __device__ __forceinline__ void load_source(const GatherArgs& a, RowSource& s, i
     const int tile = lane / (DsMlaEntry::kTileDims / 8);
     s.scale[0] = cuda_io::load_f32<kVecSrc>(entry + DsMlaEntry::kScaleOffset + 4 * tile);
     s.scale[1] = cuda_io::load_f32<kVecSrc>(entry + DsMlaEntry::kScaleOffset + 4 * (tile + 2));
-    if (lane < 8) s.rope = cuda_io::load16<kVecSrc>(entry + DsMlaEntry::kRopeOffset + 16 * lane);
+    s.rope = __float_as_uint(cuda_io::load_f32<kVecSrc>(entry + DsMlaEntry::kRopeOffset + 4 * lane));
   } else {
 #pragma unroll
     for (int k = 0; k < kChunksPerLane; ++k) {
@@ -126,7 +139,7 @@ __device__ __forceinline__ void load_source(const GatherArgs& a, RowSource& s, i
 template <Reader kReader, bool kVecDst>
 __device__ __forceinline__ void write_row(const GatherArgs& a, const RowSource& s, bf16_t* row, int lane) {
   constexpr int kChunks = kReader == Reader::kDsMla ? kNopeChunks : kFlatChunks;
-  if (s.offset < 0) {
+  if (!s.valid) {
     const uint32_t nan2 = static_cast<uint32_t>(kBf16QuietNaN) * 0x00010001u;
     const uint4 nan8 = make_uint4(nan2, nan2, nan2, nan2);
 #pragma unroll
@@ -143,24 +156,44 @@ __device__ __forceinline__ void write_row(const GatherArgs& a, const RowSource& 
     cuda_io::store16<kVecDst>(row + 8 * c, dequant8(s.q[k], scale));
   }
   if constexpr (kReader == Reader::kDsMla) {
-    if (lane < 8) cuda_io::store16<kVecDst>(row + DsMlaEntry::kNopeDims + 8 * lane, s.rope);
+    bf16_t* rope = row + DsMlaEntry::kNopeDims + 2 * lane;
+    if constexpr (kVecDst) {
+      *reinterpret_cast<uint32_t*>(rope) = s.rope;
+    } else {
+      rope[0] = static_cast<bf16_t>(s.rope);
+      rope[1] = static_cast<bf16_t>(s.rope >> 16);
+    }
   }
 }
 
 // kVecSrc: the cache base is 16-byte aligned and the entry stride a multiple of 16 (the page
 // stride is, by validate()). kVecDst: dst is 16-byte aligned and its row stride a multiple of 8.
 template <Reader kReader, bool kVecSrc, bool kVecDst>
-__global__ void __launch_bounds__(kGatherThreads) gather_kernel(const GatherArgs a) {
+__global__ void __launch_bounds__(kGatherThreads, 4) gather_kernel(const GatherArgs a) {
   __shared__ int64_t row_offset[kGatherRowsPerBlock];
+  __shared__ int32_t staged_ws[kGatherStagedReqs];
+  __shared__ int32_t staged_seq[kGatherStagedReqs];
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
+
+  // One round trip for all request starts instead of a dependent global load per search step.
+  RequestStarts st{a.workspace_starts, a.seq_starts};
+  if (a.num_reqs <= kGatherStagedReqs) {
+    for (int r = threadIdx.x; r < a.num_reqs; r += kGatherThreads) {
+      staged_ws[r] = __ldg(a.workspace_starts + r);
+      if (a.seq_starts) staged_seq[r] = __ldg(a.seq_starts + r);
+    }
+    st.ws = staged_ws;
+    st.seq = a.seq_starts ? staged_seq : nullptr;
+  }
+  __syncthreads();
 
   // The loop bounds are the same for every thread of the block: __syncthreads below is safe.
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * kGatherRowsPerBlock; base < a.num_rows;
        base += static_cast<int64_t>(gridDim.x) * kGatherRowsPerBlock) {
     if (threadIdx.x < kGatherRowsPerBlock) {
       const int64_t o = base + threadIdx.x;
-      row_offset[threadIdx.x] = o < a.num_rows ? source_offset(a, o) : -1;
+      row_offset[threadIdx.x] = o < a.num_rows ? source_offset(a, st, o) : -1;
     }
     __syncthreads();
 
@@ -170,8 +203,7 @@ __global__ void __launch_bounds__(kGatherThreads) gather_kernel(const GatherArgs
       RowSource src[kGatherRowsInFlight];
 #pragma unroll
       for (int u = 0; u < kGatherRowsInFlight; ++u) {
-        src[u].offset = row_offset[j + u];  // -1 past the last row
-        load_source<kReader, kVecSrc>(a, src[u], lane);
+        load_source<kReader, kVecSrc>(a, row_offset[j + u], src[u], lane);  // -1 past the last row
       }
 #pragma unroll
       for (int u = 0; u < kGatherRowsInFlight; ++u) {

@@ -414,6 +414,60 @@ TEST_F(CudaBackendTest, PackIgnoresEveryNaNInAmax) {
   expect_same_bytes(cache_buf.payload(Side::kHost, "cache"), cuda, "cache (host vs cuda)");
 }
 
+// The kernel divides by the tile's scale through a reciprocal and exact corrections, which must
+// round like the host's true division for every input: each tile holds its amax A and then, 127 at
+// a time, every finite bf16 x with |x| <= A (both signs, zeros and subnormals included), for amax
+// values spread over the whole bf16 range (scale = FLT_MIN below 448 FLT_MIN, 1 at A = 448), plus
+// one tile with an infinite amax (scale inf: x / inf = ±0, inf / inf = NaN).
+TEST_F(CudaBackendTest, PackQuantizesEveryBf16InputLikeTheHostDivision) {
+  Rng rng(0xD1F);
+  std::vector<bf16_t> amaxes = {0x0001, 0x0080, 0x0C00, 0x3F80, 0x43E0, 0x7F7F};  // subnormal .. max
+  while (amaxes.size() < 160) {
+    const bf16_t a = static_cast<bf16_t>(rng.below(0x7F80));  // finite, non-negative
+    if (a != 0) amaxes.push_back(a);
+  }
+  std::vector<bf16_t> kv_c;
+  for (bf16_t amax : amaxes) {
+    const float limit = mla::bf16_to_f32(amax);
+    std::vector<bf16_t> xs;
+    for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+      const bf16_t x = static_cast<bf16_t>(bits);
+      if (!bf16_is_nan(x) && std::fabs(mla::bf16_to_f32(x)) <= limit) xs.push_back(x);
+    }
+    for (std::size_t i = 0; i < xs.size(); i += DsMlaEntry::kTileDims - 1) {
+      kv_c.push_back(rng.bernoulli(0.5) ? amax : static_cast<bf16_t>(amax | 0x8000u));
+      for (std::size_t j = i; j < i + DsMlaEntry::kTileDims - 1; ++j) kv_c.push_back(j < xs.size() ? xs[j] : 0);
+    }
+  }
+  const bf16_t inf_tile[] = {0x7F80, 0x3F80, 0xBF80, 0x0000, 0x8000, 0xFF80, 0x0001};
+  kv_c.insert(kv_c.end(), std::begin(inf_tile), std::end(inf_tile));
+  while (kv_c.size() % DsMlaEntry::kNopeDims != 0) kv_c.push_back(0x4000);
+  const int64_t tokens = static_cast<int64_t>(kv_c.size()) / DsMlaEntry::kNopeDims;
+  const std::vector<bf16_t> k_pe(static_cast<std::size_t>(tokens) * DsMlaEntry::kRopeDims, 0x3F80);
+  std::vector<int64_t> slots(static_cast<std::size_t>(tokens));
+  for (int64_t t = 0; t < tokens; ++t) slots[static_cast<std::size_t>(t)] = t;
+
+  DualBuffer kv_buf(*host_, *cuda_, bytes_of(kv_c));
+  DualBuffer pe_buf(*host_, *cuda_, bytes_of(k_pe));
+  DualBuffer slot_buf(*host_, *cuda_, bytes_of(slots));
+  DualBuffer cache_buf(*host_, *cuda_, std::vector<uint8_t>(static_cast<std::size_t>(tokens) * kEntry, 0xFF));
+  run_both([&](Backend& b, Side s) {
+    mla::PackParams p;
+    p.kv_c = kv_buf.ptr<bf16_t>(s);
+    p.kv_c_row_stride = DsMlaEntry::kNopeDims;
+    p.k_pe = pe_buf.ptr<bf16_t>(s);
+    p.k_pe_row_stride = DsMlaEntry::kRopeDims;
+    p.slot_mapping = slot_buf.ptr<int64_t>(s);
+    p.num_tokens = tokens;
+    p.cache.data = cache_buf.ptr<uint8_t>(s);
+    p.cache.num_blocks = tokens;
+    p.cache.block_size = 1;
+    p.cache.page_stride_bytes = kEntry;
+    return b.pack(p);
+  });
+  expect_same_bytes(cache_buf.payload(Side::kHost, "cache"), cache_buf.payload(Side::kCuda, "cache"), "cache");
+}
+
 TEST_F(CudaBackendTest, PackWithNoTokensOrNoSlotsWritesNothing) {
   const std::vector<bf16_t> kv_c(512, 0x3F80), k_pe(64, 0x3F80);
   const std::vector<int64_t> slots = {0};
@@ -510,6 +564,7 @@ TEST_F(CudaBackendTest, GatherMatchesHostBitForBit) {
       {64, 30, 0, 8, 5, 5, 300, true, Starts::kNonMonotone, 576, 0, 0},
       {64, 600, 0, 32, 20, 20, 1280, true, Starts::kNormal, 576, 0, 0},
       {64, 1200, 16, 64, 40, 44, 2560, false, Starts::kNormal, 576, 0, 0},  // ~80k rows
+      {16, 2400, 0, 300, 8, 9, 120, true, Starts::kNormal, 576, 0, 0},  // > 256 requests: starts not staged
   };
   Rng rng(0x6A7E);
   for (const GatherCase& c : cases) {
@@ -746,6 +801,10 @@ TEST_F(CudaBackendTest, ConvertMatchesHostBitForBit) {
     }
     std::vector<int32_t> bt = random_block_table(rng, c.num_reqs, c.bt_width, c.bt_stride, 5000);
     bt[0] = 0x7FFFFFF0 / c.block_size + 1;  // phys * B + offset past INT32_MAX: the int32 cast of both backends
+    if (bt.size() > 2) {  // the edge of the 32-bit fast path at B = 64: 2^25 - 1 fits an int32 slot, 2^25 not
+      bt[1] = (1 << 25) - 1;
+      bt[2] = 1 << 25;
+    }
     std::vector<int32_t> prefill_req(static_cast<std::size_t>(c.rows), -1);
     std::vector<int32_t> pws(static_cast<std::size_t>(std::max(c.num_prefills, 1)), 0);
     if (prefill_mode) {
