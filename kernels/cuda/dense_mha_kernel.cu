@@ -1,6 +1,7 @@
 // Dense MHA over a varlen batch (SPEC 4.2): the algorithm of the host backend
-// (kernels/host/host_dense_mha.cpp) on the GPU, in two implementations behind launch_dense_mha
-// (attention_launchers.h says how one is chosen).
+// (kernels/host/host_dense_mha.cpp) on the GPU, in three implementations behind launch_dense_mha
+// (attention_launchers.h says how one is chosen): `simple` and `tc` here, `wgmma` (Hopper only) in
+// dense_mha_wgmma_kernel.cu.
 //
 // Request r owns queries [cu_q[r], cu_q[r+1]) and keys [cu_k[r], cu_k[r+1]); query i (0-based in
 // the request) sees keys j < visible(i) = nk unmasked, clamp(i + nk - nq + 1, 0, nk) causal
@@ -16,15 +17,23 @@
 // host's order (8-lane dot products, tile sum in key order, acc += p v key by key, single IEEE
 // operations). Any alignment.
 //
-// `tc` (default): one CTA (128 threads, 4 warps) per (request, 64 queries, head); warp w owns query
-// rows 16 w .. 16 w + 15 of the tile (FlashAttention-2 style, everything per row stays in one warp).
-// Shared memory (dynamic, 106,496 bytes, two CTAs per SM): sQ [64][192] bf16, sK[2] [64][192] bf16,
-// sV[2] [64][128] bf16, rows swizzled (attention_device.cuh), K/V double-buffered with cp.async
+// `tc` (what runs where `wgmma` cannot): one CTA (128 threads, 4 warps) per (request, 64 queries,
+// head); warp w owns query rows 16 w .. 16 w + 15 of the tile (FlashAttention-2 style, everything
+// per row stays in one warp). Shared memory (dynamic, 106,496 bytes, two CTAs per SM): sQ [64][192]
+// bf16, sK[2] [64][192] bf16, sV[2] [64][128] bf16, rows swizzled (attention_device.cuh), K/V double-buffered with cp.async
 // (zero-filled past the request's keys). Q fragments stay in registers; S = Q K^T (16 x 64 per warp)
 // with mma.sync m16n8k16; the softmax runs on the S fragments (4 lanes share a row: shuffles);
 // P is repacked from the S accumulators into A fragments; O (16 x 128 per warp, 64 fp32 registers
 // per thread) += P V with V through ldmatrix.trans. Causal CTAs stop after the last key tile their
 // last query sees.
+//
+// `wgmma` (default; sm_90a builds, compute capability 9.0 devices): FlashAttention-3-style, one
+// CTA (384 threads: a cp.async producer warpgroup and two wgmma consumer warpgroups) per (request,
+// 128 queries, head); key tiles of 128 loaded and multiplied at once, the online softmax still per 64
+// keys as above; see dense_mha_wgmma_kernel.cu. Built when the configured CUDA architectures
+// include 90 (MLA_HAVE_DENSE_WGMMA); otherwise, or on other devices, it falls back to `tc`.
+// MLA_DENSE_WGMMA_DEBUG = scores | values makes it write one isolated product instead of the
+// attention (dense_mha_wgmma.h; an unsupported error when the wgmma kernel cannot run).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -38,6 +47,12 @@
 #include "kernels/cuda/attention_device.cuh"
 #include "kernels/cuda/attention_launchers.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/dense_mha_args.h"
+#include "kernels/cuda/dense_mha_wgmma.h"
+
+#if !defined(MLA_HAVE_DENSE_WGMMA)
+#define MLA_HAVE_DENSE_WGMMA 0
+#endif
 
 namespace mla {
 namespace {
@@ -50,27 +65,6 @@ constexpr int kDr = kQkHeadDim - kNopeHeadDim;  // 64
 constexpr int kDv = kVHeadDim;                  // 128
 constexpr int kKeyTile = 64;
 
-struct DenseArgs {
-  const bf16_t* q_nope;  // [total_q, H, 128]
-  int64_t q_nope_stride;
-  const bf16_t* q_pe;    // [total_q, H, 64]
-  int64_t q_pe_stride;
-  const bf16_t* k_nope;  // [total_k, H, 128]
-  int64_t k_nope_stride;
-  const bf16_t* k_pe;    // [total_k, 64]
-  int64_t k_pe_stride;
-  const bf16_t* v;       // [total_k, H, 128]
-  int64_t v_stride;
-  const int32_t* cu_q;   // [num_reqs + 1] device
-  const int32_t* cu_k;
-  int32_t num_heads;
-  int64_t total_q, total_k;
-  bool causal;
-  float scale;
-  bf16_t* out;           // [total_q, H, 128]
-  float* lse;            // [total_q, H]
-  int32_t q_tiles;       // query tiles per request in the grid
-};
 
 struct Range {
   int64_t begin, count;
@@ -498,16 +492,32 @@ __global__ void __launch_bounds__(kTcThreads) dense_mha_tc_kernel(const DenseArg
 // launcher
 // =================================================================================================
 
-enum class DenseImpl { kTc, kSimple };
+enum class DenseImpl { kWgmma, kTc, kSimple };
 
 Status requested_impl(DenseImpl* impl) {
   const char* env = std::getenv("MLA_DENSE_MHA_IMPL");
-  if (env == nullptr || env[0] == '\0' || std::strcmp(env, "tc") == 0) {
+  if (env == nullptr || env[0] == '\0' || std::strcmp(env, "wgmma") == 0) {
+    *impl = DenseImpl::kWgmma;
+  } else if (std::strcmp(env, "tc") == 0) {
     *impl = DenseImpl::kTc;
   } else if (std::strcmp(env, "simple") == 0) {
     *impl = DenseImpl::kSimple;
   } else {
-    return Status::error(std::string("MLA_DENSE_MHA_IMPL is '") + env + "' (expected 'tc' or 'simple')");
+    return Status::error(std::string("MLA_DENSE_MHA_IMPL is '") + env + "' (expected 'wgmma', 'tc' or 'simple')");
+  }
+  return Status();
+}
+
+Status requested_wgmma_debug(dense_wgmma::Debug* debug) {
+  const char* env = std::getenv("MLA_DENSE_WGMMA_DEBUG");
+  if (env == nullptr || env[0] == '\0') {
+    *debug = dense_wgmma::Debug::kNone;
+  } else if (std::strcmp(env, "scores") == 0) {
+    *debug = dense_wgmma::Debug::kScores;
+  } else if (std::strcmp(env, "values") == 0) {
+    *debug = dense_wgmma::Debug::kValues;
+  } else {
+    return Status::error(std::string("MLA_DENSE_WGMMA_DEBUG is '") + env + "' (expected 'scores' or 'values')");
   }
   return Status();
 }
@@ -528,8 +538,10 @@ Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream) {
     return Status::error("launch_dense_mha: num_heads " + std::to_string(p.num_heads) + " exceeds the grid's y limit");
   }
 
-  DenseImpl impl = DenseImpl::kTc;
+  DenseImpl impl = DenseImpl::kWgmma;
   MLA_RETURN_IF_ERROR(requested_impl(&impl));
+  dense_wgmma::Debug debug = dense_wgmma::Debug::kNone;
+  MLA_RETURN_IF_ERROR(requested_wgmma_debug(&debug));
   int device = 0, optin = 0;
   MLA_CUDA_CHECK(cudaGetDevice(&device));
   MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
@@ -555,12 +567,37 @@ Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream) {
   args.out = p.out;
   args.lse = p.lse;
 
-  // tc: 16-byte cp.async from every input (pointers and token strides), 4-byte output stores.
-  const bool tc_ok = aligned_to(p.q_nope, 16) && aligned_to(p.q_pe, 16) && aligned_to(p.k_nope, 16) &&
-                     aligned_to(p.k_pe, 16) && aligned_to(p.v, 16) && p.q_nope_stride % 8 == 0 &&
-                     p.q_pe_stride % 8 == 0 && p.k_nope_stride % 8 == 0 && p.k_pe_stride % 8 == 0 &&
-                     p.v_stride % 8 == 0 && aligned_to(p.out, 4) && optin >= kSmemTcBytes;
-  const int rows_per_cta = (impl == DenseImpl::kTc && tc_ok) ? kTcRows : kSimpleRows;
+  // tc and wgmma: 16-byte cp.async from every input (pointers and token strides), 4-byte output
+  // stores. wgmma falls back to tc, tc to simple.
+  const bool aligned = aligned_to(p.q_nope, 16) && aligned_to(p.q_pe, 16) && aligned_to(p.k_nope, 16) &&
+                       aligned_to(p.k_pe, 16) && aligned_to(p.v, 16) && p.q_nope_stride % 8 == 0 &&
+                       p.q_pe_stride % 8 == 0 && p.k_nope_stride % 8 == 0 && p.k_pe_stride % 8 == 0 &&
+                       p.v_stride % 8 == 0 && aligned_to(p.out, 4);
+  const bool tc_ok = aligned && optin >= kSmemTcBytes;
+  const char* no_wgmma = nullptr;  // why the wgmma kernel does not run
+  if (impl != DenseImpl::kWgmma) {
+    no_wgmma = "MLA_DENSE_MHA_IMPL selects another implementation";
+  } else if (!aligned) {
+    no_wgmma = "an input is not 16-byte aligned or a token stride not a multiple of 8";
+  } else {
+#if MLA_HAVE_DENSE_WGMMA
+    if (optin < dense_wgmma::smem_bytes()) {
+      no_wgmma = "the device's shared memory per block is too small";
+    } else if (!dense_wgmma::runs_on(device)) {
+      no_wgmma = "the device is not compute capability 9.0, or the sm_90a kernel does not load there or was "
+                 "not given the 168 registers per thread its setmaxnreg budget assumes";
+    }
+#else
+    no_wgmma = "not built (the configured CUDA architectures do not include 90)";
+#endif
+  }
+  const bool wgmma_ok = no_wgmma == nullptr;
+  if (debug != dense_wgmma::Debug::kNone && !wgmma_ok) {
+    return Status::unsupported(std::string("MLA_DENSE_WGMMA_DEBUG needs the wgmma kernel, which does not run: ") +
+                               no_wgmma);
+  }
+  const bool use_tc = !wgmma_ok && impl != DenseImpl::kSimple && tc_ok;
+  const int rows_per_cta = wgmma_ok ? dense_wgmma::kRowsPerCta : (use_tc ? kTcRows : kSimpleRows);
   const int64_t q_tiles = (max_q + rows_per_cta - 1) / rows_per_cta;
   const int64_t blocks = q_tiles * p.num_reqs;
   if (blocks > INT_MAX) {
@@ -569,7 +606,11 @@ Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream) {
   args.q_tiles = static_cast<int32_t>(q_tiles);
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.num_heads));
 
-  if (rows_per_cta == kTcRows) {
+  if (wgmma_ok) {
+#if MLA_HAVE_DENSE_WGMMA
+    MLA_RETURN_IF_ERROR(dense_wgmma::launch(args, grid, debug, stream));
+#endif
+  } else if (use_tc) {
     MLA_CUDA_CHECK(
         cudaFuncSetAttribute(dense_mha_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemTcBytes));
     dense_mha_tc_kernel<<<grid, kTcThreads, kSmemTcBytes, stream>>>(args);

@@ -1,14 +1,15 @@
 // The CUDA backend's attention operations (gemm, sparse_mqa, dense_mha, merge) against the host
-// backend on random inputs, and the two CUDA implementations of sparse MQA / dense MHA (`tc`, the
-// default, and `simple`, chosen through MLA_SPARSE_MQA_IMPL / MLA_DENSE_MHA_IMPL) against the host
-// and each other. The two backends sum in different orders, so outputs are compared with the
-// tolerance of SPEC 8 (abs 1e-3 OR rel 2e-2 per element, LSE abs 1e-4); NaN and infinity
-// positions must match. Every buffer lives on both backends with guard zones on both sides that
-// must be unchanged afterwards, outputs are poisoned first, inputs must be unchanged. Shapes
-// cover head counts 16 / 32 / 64 / 128 (not multiples of the 64-head tile too), top-k 64..2048,
-// split and unsplit work plans, invalid indices (-1, INT_MIN, past the pool), rows and tiles
-// without a valid index, misaligned query strides, causal and unmasked varlen batches, requests
-// without queries or keys, every LSE merge case and in-place merges. Uses the Backend interface.
+// backend on random inputs, and the CUDA implementations of sparse MQA / dense MHA (`tc`, the
+// default, `simple`, and for dense MHA `wgmma` on Hopper, which falls back to `tc` elsewhere; chosen
+// through MLA_SPARSE_MQA_IMPL / MLA_DENSE_MHA_IMPL) against the host and each other. The two
+// backends sum in different orders, so outputs are compared with the tolerance of SPEC 8 (abs 1e-3
+// OR rel 2e-2 per element, LSE abs 1e-4); NaN and infinity positions must match. Every buffer
+// lives on both backends with guard zones on both sides that must be unchanged afterwards, outputs
+// are poisoned first, inputs must be unchanged. Shapes cover head counts 16 / 32 / 64 / 128 (not
+// multiples of the 64-head tile too), top-k 64..2048, split and unsplit work plans, invalid
+// indices (-1, INT_MIN, past the pool), rows and tiles without a valid index, misaligned query
+// strides, causal and unmasked varlen batches, requests without queries or keys, every LSE merge
+// case and in-place merges. Uses the Backend interface.
 //
 // Without a usable CUDA device (always the case on CI) every test is skipped with the reason.
 #include <gtest/gtest.h>
@@ -511,6 +512,93 @@ struct DenseCase {
   std::string label;
 };
 
+// One varlen dense MHA problem on both backends: random bf16 inputs in [-1, 1] (q_nope's token
+// stride padded by q_pad elements, v's by 8; k_pe at column 512 of gathered [rows, 576] cache
+// rows), poisoned outputs, and the params that point at one side's copies.
+struct DenseProblem {
+  int32_t heads = 0, reqs = 0;
+  bool causal = true;
+  float scale = 0.0f;
+  std::vector<int32_t> cu_q, cu_k;
+  int64_t total_q = 0, total_k = 0;
+  int64_t qn_stride = 0, qp_stride = 0, kn_stride = 0, kpe_stride = kDl, v_stride = 0;
+  std::vector<bf16_t> q_nope, q_pe, k_nope, k_rows, v;
+  std::unique_ptr<Dual> d_qn, d_qp, d_kn, d_kr, d_v, d_cuq, d_cuk, d_out, d_lse;
+
+  DenseProblem(Backend& host, Backend& cuda, Rng& rng, int32_t h, const std::vector<int32_t>& nq,
+               const std::vector<int32_t>& nk, int64_t q_pad, bool is_causal, float s)
+      : heads(h), reqs(static_cast<int32_t>(nq.size())), causal(is_causal), scale(s) {
+    cu_q.assign(nq.size() + 1, 0);
+    cu_k.assign(nk.size() + 1, 0);
+    for (std::size_t r = 0; r < nq.size(); ++r) {
+      cu_q[r + 1] = cu_q[r] + nq[r];
+      cu_k[r + 1] = cu_k[r] + nk[r];
+    }
+    total_q = cu_q.back();
+    total_k = cu_k.back();
+    qn_stride = int64_t{h} * kDn + q_pad;
+    qp_stride = int64_t{h} * kDr;
+    kn_stride = int64_t{h} * kDn;
+    v_stride = int64_t{h} * kDv + 8;
+    const auto rows = [](int64_t n) { return static_cast<std::size_t>(std::max<int64_t>(n, 1)); };
+    q_nope = random_bf16(rng, rows(total_q) * qn_stride, -1.0, 1.0);
+    q_pe = random_bf16(rng, rows(total_q) * qp_stride, -1.0, 1.0);
+    k_nope = random_bf16(rng, rows(total_k) * kn_stride, -1.0, 1.0);
+    k_rows = random_bf16(rng, rows(total_k) * kpe_stride, -1.0, 1.0);
+    v = random_bf16(rng, rows(total_k) * v_stride, -1.0, 1.0);
+    d_qn = Dual::of(host, cuda, q_nope);
+    d_qp = Dual::of(host, cuda, q_pe);
+    d_kn = Dual::of(host, cuda, k_nope);
+    d_kr = Dual::of(host, cuda, k_rows);
+    d_v = Dual::of(host, cuda, v);
+    d_cuq = Dual::of(host, cuda, cu_q);
+    d_cuk = Dual::of(host, cuda, cu_k);
+    d_out = Dual::poisoned(host, cuda, rows(total_q) * h * kDv * 2);
+    d_lse = Dual::poisoned(host, cuda, rows(total_q) * h * 4);
+  }
+
+  mla::DenseMhaParams params(int side) const {
+    mla::DenseMhaParams p;
+    p.q_nope = d_qn->ptr<bf16_t>(side);
+    p.q_nope_stride = qn_stride;
+    p.q_pe = d_qp->ptr<bf16_t>(side);
+    p.q_pe_stride = qp_stride;
+    p.k_nope = d_kn->ptr<bf16_t>(side);
+    p.k_nope_stride = kn_stride;
+    p.k_pe = d_kr->ptr<bf16_t>(side) + kDc;
+    p.k_pe_stride = kpe_stride;
+    p.v = d_v->ptr<bf16_t>(side);
+    p.v_stride = v_stride;
+    p.cu_seqlens_q = d_cuq->ptr<int32_t>(side);
+    p.cu_seqlens_k = d_cuk->ptr<int32_t>(side);
+    p.cu_seqlens_q_host = cu_q.data();
+    p.cu_seqlens_k_host = cu_k.data();
+    p.num_reqs = reqs;
+    p.num_heads = heads;
+    p.total_q = total_q;
+    p.total_k = total_k;
+    p.causal = causal;
+    p.scale = scale;
+    p.out = d_out->ptr<bf16_t>(side);
+    p.lse = d_lse->ptr<float>(side);
+    return p;
+  }
+
+  void expect_inputs_unchanged() const {
+    d_qn->expect_unchanged("q_nope");
+    d_qp->expect_unchanged("q_pe");
+    d_kn->expect_unchanged("k_nope");
+    d_kr->expect_unchanged("k rows");
+    d_v->expect_unchanged("v");
+  }
+};
+
+// The wgmma kernel (128-query CTAs, 128-key tiles, two K/V pipeline stages) is covered by: several
+// key tiles through both stages and partial last tiles (chunked context 300 x 1000, unmasked
+// 200 x 513), 128 heads with a 257-query tile tail, causal requests whose two consumer warpgroups
+// need different numbers of key tiles, whole CTAs of queries that see no key (a request without
+// keys; bottom-right causal needs nq <= nk, so every causal query sees one) and the misaligned
+// fallback.
 TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
   const DenseCase cases[] = {
       {16, true, {1, 5, 64, 70, 0, 130}, {1, 40, 64, 200, 10, 130}, 0, 0.0721688f, "causal-mixed"},
@@ -518,78 +606,36 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
       {16, false, {3, 0, 65, 20}, {0, 0, 129, 20}, 0, 0.5f, "unmasked-with-empty"},
       {128, true, {33, 64}, {96, 64}, 0, 0.0721688f, "causal-128-heads"},
       {32, true, {40, 9}, {45, 9}, 3, 1.0f, "misaligned-q"},
+      {8, true, {300}, {1000}, 0, 0.0721688f, "causal-chunked-context"},
+      {8, false, {200}, {513}, 0, 0.25f, "unmasked-partial-tiles"},
+      {128, true, {257}, {257}, 0, 0.0721688f, "causal-128-heads-257"},
+      {8, true, {200, 300, 50}, {250, 320, 300}, 0, 0.5f, "causal-uneven-warpgroups"},
+      {8, false, {200, 130}, {0, 300}, 0, 0.5f, "unmasked-ctas-without-keys"},
   };
   Rng rng(4242);
   for (const DenseCase& c : cases) {
     const int32_t H = c.heads, R = static_cast<int32_t>(c.nq.size());
-    std::vector<int32_t> cu_q(static_cast<std::size_t>(R) + 1, 0), cu_k(static_cast<std::size_t>(R) + 1, 0);
-    for (int32_t r = 0; r < R; ++r) {
-      cu_q[static_cast<std::size_t>(r) + 1] = cu_q[static_cast<std::size_t>(r)] + c.nq[static_cast<std::size_t>(r)];
-      cu_k[static_cast<std::size_t>(r) + 1] = cu_k[static_cast<std::size_t>(r)] + c.nk[static_cast<std::size_t>(r)];
-    }
-    const int64_t TQ = cu_q.back(), TK = cu_k.back();
-    const int64_t qn_stride = int64_t{H} * kDn + c.q_pad, qp_stride = int64_t{H} * kDr;
-    const int64_t kn_stride = int64_t{H} * kDn, kpe_stride = kDl, v_stride = int64_t{H} * kDv + 8;
-    const auto q_nope = random_bf16(rng, static_cast<std::size_t>(std::max<int64_t>(TQ, 1) * qn_stride), -1.0, 1.0);
-    const auto q_pe = random_bf16(rng, static_cast<std::size_t>(std::max<int64_t>(TQ, 1) * qp_stride), -1.0, 1.0);
-    const auto k_nope = random_bf16(rng, static_cast<std::size_t>(std::max<int64_t>(TK, 1) * kn_stride), -1.0, 1.0);
-    // k_pe lives at column 512 of gathered [rows, 576] cache rows.
-    const auto k_rows = random_bf16(rng, static_cast<std::size_t>(std::max<int64_t>(TK, 1) * kpe_stride), -1.0, 1.0);
-    const auto v = random_bf16(rng, static_cast<std::size_t>(std::max<int64_t>(TK, 1) * v_stride), -1.0, 1.0);
-
-    auto d_qn = Dual::of(*host_, *cuda_, q_nope);
-    auto d_qp = Dual::of(*host_, *cuda_, q_pe);
-    auto d_kn = Dual::of(*host_, *cuda_, k_nope);
-    auto d_kr = Dual::of(*host_, *cuda_, k_rows);
-    auto d_v = Dual::of(*host_, *cuda_, v);
-    auto d_cuq = Dual::of(*host_, *cuda_, cu_q);
-    auto d_cuk = Dual::of(*host_, *cuda_, cu_k);
-    auto d_out = Dual::poisoned(*host_, *cuda_, static_cast<std::size_t>(std::max<int64_t>(TQ, 1)) * H * kDv * 2);
-    auto d_lse = Dual::poisoned(*host_, *cuda_, static_cast<std::size_t>(std::max<int64_t>(TQ, 1)) * H * 4);
-
+    const DenseProblem pb(*host_, *cuda_, rng, H, c.nq, c.nk, c.q_pad, c.causal, c.scale);
+    const std::vector<int32_t>& cu_q = pb.cu_q;
+    auto& d_out = pb.d_out;
+    auto& d_lse = pb.d_lse;
     std::ostringstream os;
     os << "dense " << c.label << " H=" << H << " causal=" << c.causal << " q_pad=" << c.q_pad;
     const std::string name = os.str();
     SCOPED_TRACE(name);
-    auto params = [&](int side) {
-      mla::DenseMhaParams p;
-      p.q_nope = d_qn->ptr<bf16_t>(side);
-      p.q_nope_stride = qn_stride;
-      p.q_pe = d_qp->ptr<bf16_t>(side);
-      p.q_pe_stride = qp_stride;
-      p.k_nope = d_kn->ptr<bf16_t>(side);
-      p.k_nope_stride = kn_stride;
-      p.k_pe = d_kr->ptr<bf16_t>(side) + kDc;
-      p.k_pe_stride = kpe_stride;
-      p.v = d_v->ptr<bf16_t>(side);
-      p.v_stride = v_stride;
-      p.cu_seqlens_q = d_cuq->ptr<int32_t>(side);
-      p.cu_seqlens_k = d_cuk->ptr<int32_t>(side);
-      p.cu_seqlens_q_host = cu_q.data();
-      p.cu_seqlens_k_host = cu_k.data();
-      p.num_reqs = R;
-      p.num_heads = H;
-      p.total_q = TQ;
-      p.total_k = TK;
-      p.causal = c.causal;
-      p.scale = c.scale;
-      p.out = d_out->ptr<bf16_t>(side);
-      p.lse = d_lse->ptr<float>(side);
-      return p;
-    };
-    require(host_->dense_mha(params(kHost)), "host dense_mha");
+    require(host_->dense_mha(pb.params(kHost)), "host dense_mha");
     const auto ref_out = d_out->read<bf16_t>(kHost, "out");
     const auto ref_lse = d_lse->read<float>(kHost, "lse");
 
-    std::vector<bf16_t> impl_out[2];
-    std::vector<float> impl_lse[2];
-    const char* impls[2] = {"tc", "simple"};
-    for (int i = 0; i < 2; ++i) {
+    std::vector<bf16_t> impl_out[3];
+    std::vector<float> impl_lse[3];
+    const char* impls[3] = {"tc", "simple", "wgmma"};
+    for (int i = 0; i < 3; ++i) {
       SCOPED_TRACE(std::string("MLA_DENSE_MHA_IMPL=") + impls[i]);
       ScopedEnv env("MLA_DENSE_MHA_IMPL", impls[i]);
       d_out->reset_cuda();
       d_lse->reset_cuda();
-      require(cuda_->dense_mha(params(kCuda)), "cuda dense_mha");
+      require(cuda_->dense_mha(pb.params(kCuda)), "cuda dense_mha");
       sync();
       impl_out[i] = d_out->read<bf16_t>(kCuda, "out");
       impl_lse[i] = d_lse->read<float>(kCuda, "lse");
@@ -598,22 +644,100 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
     }
     expect_close_bf16(impl_out[1], impl_out[0], name + " out tc vs simple");
     expect_close_f32(impl_lse[1], impl_lse[0], name + " lse tc vs simple", 1e-4, 0.0);
-    // Queries that see no key: 0 and -inf.
+    expect_close_bf16(impl_out[1], impl_out[2], name + " out wgmma vs simple");
+    expect_close_f32(impl_lse[1], impl_lse[2], name + " lse wgmma vs simple", 1e-4, 0.0);
+    // Queries that see no key (a request without keys): 0 and -inf.
     for (int32_t r = 0; r < R; ++r) {
-      if (c.nq[static_cast<std::size_t>(r)] == 0 || c.nk[static_cast<std::size_t>(r)] != 0) continue;
-      for (int32_t i = cu_q[static_cast<std::size_t>(r)]; i < cu_q[static_cast<std::size_t>(r) + 1]; ++i) {
+      const int32_t nq = c.nq[static_cast<std::size_t>(r)], nk = c.nk[static_cast<std::size_t>(r)];
+      const int32_t blind = nk == 0 ? nq : 0;
+      for (int32_t i = cu_q[static_cast<std::size_t>(r)]; i < cu_q[static_cast<std::size_t>(r)] + blind; ++i) {
         for (int h = 0; h < H; ++h) {
-          EXPECT_EQ(impl_lse[0][static_cast<std::size_t>(i) * H + h], -kInf) << "query " << i << " head " << h;
-          EXPECT_EQ(impl_out[0][(static_cast<std::size_t>(i) * H + h) * kDv], 0) << "query " << i << " head " << h;
+          for (int k = 0; k < 3; k += 2) {  // tc, wgmma
+            EXPECT_EQ(impl_lse[k][static_cast<std::size_t>(i) * H + h], -kInf)
+                << impls[k] << " query " << i << " head " << h;
+            EXPECT_EQ(impl_out[k][(static_cast<std::size_t>(i) * H + h) * kDv], 0)
+                << impls[k] << " query " << i << " head " << h;
+          }
         }
       }
     }
-    d_qn->expect_unchanged("q_nope");
-    d_qp->expect_unchanged("q_pe");
-    d_kn->expect_unchanged("k_nope");
-    d_kr->expect_unchanged("k rows");
-    d_v->expect_unchanged("v");
+    pb.expect_inputs_unchanged();
   }
+}
+
+// MLA_DENSE_WGMMA_DEBUG isolates the two products of the Hopper `wgmma` kernel (dense_mha_wgmma.h):
+// `scores` writes out[t, h, j] = scale * q_t . k_j for the request's keys j < 128 (S = Q K^T: the
+// Q / K shared-memory layouts and K-major descriptors), `values` writes out[t, h, :] = v[i % 128]
+// for query i of its request (P = identity through the register-A operand and the transposed,
+// MN-major V descriptor); lse is 0. Keys past the request read as 0. When DenseMhaMatchesHost fails
+// for wgmma, this test says which product is wrong. Skipped where the wgmma kernel cannot run.
+TEST_F(CudaAttentionTest, DenseMhaWgmmaIsolatedProducts) {
+  const int32_t H = 3;
+  const std::vector<int32_t> nq = {200, 70}, nk = {100, 300};
+  const float scale = 0.25f;
+  Rng rng(9090);
+  const DenseProblem pb(*host_, *cuda_, rng, H, nq, nk, /*q_pad=*/0, /*causal=*/false, scale);
+  const std::vector<int32_t>& cu_q = pb.cu_q;
+  const std::vector<int32_t>& cu_k = pb.cu_k;
+  const int64_t qn_stride = pb.qn_stride, qp_stride = pb.qp_stride, kn_stride = pb.kn_stride;
+  const int64_t kpe_stride = pb.kpe_stride, v_stride = pb.v_stride;
+  const auto& q_nope = pb.q_nope;
+  const auto& q_pe = pb.q_pe;
+  const auto& k_nope = pb.k_nope;
+  const auto& k_rows = pb.k_rows;
+  const auto& v = pb.v;
+  auto& d_out = pb.d_out;
+  auto& d_lse = pb.d_lse;
+  const mla::DenseMhaParams p = pb.params(kCuda);
+
+  auto f = [](const std::vector<bf16_t>& x, int64_t i) {
+    return static_cast<double>(mla::bf16_to_f32(x[static_cast<std::size_t>(i)]));
+  };
+  ScopedEnv impl("MLA_DENSE_MHA_IMPL", "wgmma");
+  for (const char* mode : {"scores", "values"}) {
+    SCOPED_TRACE(std::string("MLA_DENSE_WGMMA_DEBUG=") + mode);
+    ScopedEnv debug("MLA_DENSE_WGMMA_DEBUG", mode);
+    d_out->reset_cuda();
+    d_lse->reset_cuda();
+    const Status st = cuda_->dense_mha(p);
+    if (st.is_unsupported()) GTEST_SKIP() << st.message();
+    require(st, "cuda dense_mha (debug)");
+    sync();
+    const auto got = d_out->read<bf16_t>(kCuda, "out");
+    const auto got_lse = d_lse->read<float>(kCuda, "lse");
+    std::vector<bf16_t> want(got.size(), 0);
+    for (int r = 0; r < 2; ++r) {
+      for (int32_t i = 0; i < nq[static_cast<std::size_t>(r)]; ++i) {
+        const int64_t t = cu_q[static_cast<std::size_t>(r)] + i;
+        for (int h = 0; h < H; ++h) {
+          bf16_t* w = &want[static_cast<std::size_t>((t * H + h) * kDv)];
+          if (std::string(mode) == "scores") {
+            for (int j = 0; j < 128 && j < nk[static_cast<std::size_t>(r)]; ++j) {
+              const int64_t tk = cu_k[static_cast<std::size_t>(r)] + j;
+              double dot = 0.0;
+              for (int e = 0; e < kDn; ++e) {
+                dot += f(q_nope, t * qn_stride + h * kDn + e) * f(k_nope, tk * kn_stride + h * kDn + e);
+              }
+              for (int e = 0; e < kDr; ++e) {
+                dot += f(q_pe, t * qp_stride + h * kDr + e) * f(k_rows, tk * kpe_stride + kDc + e);
+              }
+              w[j] = bf16_of(scale * dot);
+            }
+          } else if (i % 128 < nk[static_cast<std::size_t>(r)]) {
+            const int64_t tk = cu_k[static_cast<std::size_t>(r)] + i % 128;
+            for (int e = 0; e < kDv; ++e) w[e] = v[static_cast<std::size_t>(tk * v_stride + h * kDv + e)];
+          }
+        }
+      }
+    }
+    if (std::string(mode) == "scores") {
+      expect_close_bf16(want, got, "S = Q K^T tile 0", 1e-2, 1e-2);
+    } else {
+      expect_close_bf16(want, got, "P V with P = identity", 0.0, 0.0);
+    }
+    expect_close_f32(std::vector<float>(got_lse.size(), 0.0f), got_lse, "lse", 0.0, 0.0);
+  }
+  pb.expect_inputs_unchanged();
 }
 
 // =================================================================================================

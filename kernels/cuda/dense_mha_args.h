@@ -1,0 +1,35 @@
+// The dense MHA kernels' view of DenseMhaParams (kernels/common/attention_params.h): the same
+// pointers and strides, device copies of cu_seqlens, and the number of query tiles per request
+// that the launcher sized the grid with. Shared by dense_mha_kernel.cu (simple, tc) and
+// dense_mha_wgmma_kernel.cu (wgmma).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/bf16.h"
+
+namespace mla {
+
+struct DenseArgs {
+  const bf16_t* q_nope;  // [total_q, H, 128]
+  int64_t q_nope_stride;
+  const bf16_t* q_pe;    // [total_q, H, 64]
+  int64_t q_pe_stride;
+  const bf16_t* k_nope;  // [total_k, H, 128]
+  int64_t k_nope_stride;
+  const bf16_t* k_pe;    // [total_k, 64]
+  int64_t k_pe_stride;
+  const bf16_t* v;       // [total_k, H, 128]
+  int64_t v_stride;
+  const int32_t* cu_q;   // [num_reqs + 1] device
+  const int32_t* cu_k;
+  int32_t num_heads;
+  int64_t total_q, total_k;
+  bool causal;
+  float scale;
+  bf16_t* out;           // [total_q, H, 128]
+  float* lse;            // [total_q, H]
+  int32_t q_tiles;       // query tiles per request in the grid
+};
+
+}  // namespace mla

@@ -1,0 +1,39 @@
+// The `wgmma` implementation of dense MHA (dense_mha_wgmma_kernel.cu, built only for sm_90a when
+// MLA_HAVE_DENSE_WGMMA is 1), called by launch_dense_mha (dense_mha_kernel.cu), which owns the
+// choice between implementations, validation and grid sizing. Host-only declarations.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/common/status.h"
+#include "kernels/cuda/dense_mha_args.h"
+
+namespace mla::dense_wgmma {
+
+inline constexpr int kRowsPerCta = 128;
+
+// Debug outputs (MLA_DENSE_WGMMA_DEBUG, read by the launcher), each isolating one product. Only
+// key tile 0 (keys 0..127 of the request) is used, unmasked, and lse is written as 0 (requests
+// without keys: out 0 and lse -inf as usual):
+//   kScores: out[t, h, j] = bf16(scale * q_t . k_j) for j < 128 (0 for keys past the request):
+//            the S = Q K^T wgmma (Q / K shared-memory layout and K-major descriptors) alone.
+//   kValues: out[t, h, :] = v[j] with j = (query index in the request) % 128 (0 past the
+//            request's keys): P = identity through the register-A / MN-major-V wgmma alone.
+enum class Debug { kNone, kScores, kValues };
+
+// Dynamic shared memory per CTA (bytes).
+int smem_bytes();
+
+// True when `device` is compute capability 9.0, the sm_90a image of the kernels loads there and
+// they were allocated the register count their setmaxnreg budget assumes (168 per thread).
+// Clears the runtime error a failed probe leaves.
+bool runs_on(int device);
+
+// One CTA per (request, 128-query tile, head): grid (q_tiles * num_reqs, num_heads); args.q_tiles
+// counts tiles of kRowsPerCta. Contract on top of DenseMhaParams::validate(): every input pointer
+// 16-byte aligned and every token stride a multiple of 8 elements, out 4-byte aligned.
+Status launch(const DenseArgs& args, dim3 grid, Debug debug, cudaStream_t stream);
+
+}  // namespace mla::dense_wgmma
