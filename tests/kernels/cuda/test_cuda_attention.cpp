@@ -1,6 +1,6 @@
 // The CUDA backend's attention operations (gemm, sparse_mqa, dense_mha, merge) against the host
-// backend on random inputs, and the CUDA implementations of sparse MQA / dense MHA (`tc`, the
-// default, `simple`, and for dense MHA `wgmma` on Hopper, which falls back to `tc` elsewhere; chosen
+// backend on random inputs, and the CUDA implementations of sparse MQA / dense MHA (`tc`, `simple`,
+// and for dense MHA `wgmma`, the default on Hopper, which falls back to `tc` elsewhere; chosen
 // through MLA_SPARSE_MQA_IMPL / MLA_DENSE_MHA_IMPL) against the host and each other. The two
 // backends sum in different orders, so outputs are compared with the tolerance of SPEC 8 (abs 1e-3
 // OR rel 2e-2 per element, LSE abs 1e-4); NaN and infinity positions must match. Every buffer
