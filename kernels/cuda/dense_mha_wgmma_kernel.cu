@@ -46,6 +46,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <mutex>
 
 #include "kernels/common/attention_params.h"
 #include "kernels/cuda/cuda_check.h"
@@ -472,7 +473,10 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
 
 int smem_bytes() { return kSmemBytes; }
 
-bool runs_on(int device) {
+namespace {
+
+// The probe behind runs_on (not cached).
+bool probe(int device) {
   int major = 0, minor = 0;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
@@ -492,6 +496,22 @@ bool runs_on(int device) {
     if (attr.numRegs != kLaunchRegs) return false;
   }
   return true;
+}
+
+}  // namespace
+
+// Cached per device (the launcher asks at every call): the answer cannot change while the process
+// runs.
+bool runs_on(int device) {
+  static std::mutex mu;
+  static int cached_device = -1;
+  static bool cached = false;
+  std::lock_guard<std::mutex> lock(mu);
+  if (device != cached_device) {
+    cached = probe(device);
+    cached_device = device;
+  }
+  return cached;
 }
 
 Status launch(const DenseArgs& args, dim3 grid, Debug debug, cudaStream_t stream) {

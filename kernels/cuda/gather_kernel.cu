@@ -43,7 +43,6 @@ constexpr int kNopeChunks = DsMlaEntry::kNopeBytes / 8;    // 64 chunks of 8 FP8
 constexpr int kFlatChunks = DsMlaEntry::kLatentDims / 8;   // 72 chunks of 8 FP8 bytes
 constexpr int kChunksPerLane = (kFlatChunks + kWarpSize - 1) / kWarpSize;  // 3 (2 for fp8_ds_mla)
 
-static_assert(kGatherStagedReqs <= kGatherThreads, "one load per thread stages the starts");
 static_assert(kGatherRowsPerBlock <= kGatherThreads && kGatherRowsPerWarp % kGatherRowsInFlight == 0,
               "one thread resolves each row; warps take whole groups of rows in flight");
 static_assert(kNopeChunks == 2 * kWarpSize, "fp8_ds_mla: two NoPE chunks per lane");

@@ -10,9 +10,9 @@
 // Arithmetic (must match the host exactly): amax = max |x| over the tile starting from 0, NaN
 // inputs ignored (fmaxf / max.f32; the order of the maxima does not matter), scale =
 // fmaxf(amax / 448, FLT_MIN) with an IEEE division (__fdiv_rn), byte = e4m3_satfinite(x / scale)
-// with x / scale rounded exactly as an IEEE division (div_by_scale: a reciprocal per tile and two
-// exact FMA corrections per element, never a bare reciprocal multiply), two conversions per
-// instruction (fp8_codec.cuh, same bits as f32_to_e4m3_satfinite).
+// with the same byte as from an IEEE quotient (div_by_scale: a reciprocal per tile and two FMA
+// corrections per element, never a bare reciprocal multiply), two conversions per instruction
+// (fp8_codec.cuh, same bits as f32_to_e4m3_satfinite).
 //
 // Hazards: a slot < 0 or >= num_blocks * block_size skips the token (the whole warp, uniformly),
 // so no value in slot_mapping can make the kernel write outside the cache. Two tokens with the
@@ -59,15 +59,19 @@ struct PackArgs {
 __device__ __forceinline__ float bf16_lo(uint32_t w) { return bf16_to_f32(static_cast<bf16_t>(w & 0xFFFFu)); }
 __device__ __forceinline__ float bf16_hi(uint32_t w) { return bf16_to_f32(static_cast<bf16_t>(w >> 16)); }
 
-// x / scale rounded exactly as one IEEE division rounds it, with the reciprocal y = rn(1 / scale)
-// computed once per tile: q0 = x y, then two corrections q += (x - q scale) y, each residual exact
-// (one FMA). After the first, q is within an ulp of x / scale (faithful); the second then gives
-// the correctly rounded quotient (Markstein's theorem) for every quotient in fp32's normal range.
-// The quotients here are at most 448 (1 + 2^-23); those below the normal range are far below
-// E4M3's smallest subnormal (2^-9) and convert to a zero of the right sign either way. x = ±0
-// returns x (the corrections would turn -0 into +0). Needs a finite scale > 0 (>= FLT_MIN here);
-// for an infinite scale (an infinite input in the tile) the caller divides with __fdiv_rn.
-// tests/kernels/cuda/test_cuda_backend.cpp checks every bf16 input against the host's division.
+// x / scale for the E4M3 conversion, with the reciprocal y = rn(1 / scale) computed once per tile:
+// q0 = x y, then two corrections q += (x - q scale) y, each residual one FMA. While the residual
+// does not underflow, the first correction makes q faithful and the second gives the correctly
+// rounded quotient (Markstein's theorem). It can underflow for tiny scales (and tiny x): below
+// kFastDivMinScale the caller divides with __fdiv_rn instead, and above it the quotients that still
+// differ from IEEE's are all below 2^-24, where E4M3 (smallest subnormal 2^-9) gives the same
+// signed zero. So the byte always equals e4m3_satfinite of the IEEE quotient: checked on the host
+// for every bf16 amax and every |x| <= amax, and on the GPU by the test below. x = ±0 returns x
+// (the corrections would turn -0 into +0). An infinite scale (an infinite input in the tile) also
+// takes __fdiv_rn. GPU test: PackQuantizesEveryBf16InputLikeTheHostDivision
+// (tests/kernels/cuda/test_cuda_backend.cpp).
+constexpr float kFastDivMinScale = 0x1p-90f;
+
 __device__ __forceinline__ float div_by_scale(float x, float scale, float y) {
   const float q0 = __fmul_rn(x, y);
   const float q1 = __fmaf_rn(__fmaf_rn(-q0, scale, x), y, q0);
@@ -76,21 +80,21 @@ __device__ __forceinline__ float div_by_scale(float x, float scale, float y) {
 }
 
 // Four E4M3 bytes (little-endian) from the 4 bf16 values in words a (elements 0, 1) and b (2, 3):
-// e4m3_satfinite(x / scale) with the division rounded as IEEE's (div_by_scale, or __fdiv_rn
-// when kInfScale), two conversions per instruction.
-template <bool kInfScale>
+// e4m3_satfinite(x / scale), the quotient from div_by_scale or (kExactDiv) __fdiv_rn, two
+// conversions per instruction.
+template <bool kExactDiv>
 __device__ __forceinline__ uint32_t quantize4(uint32_t a, uint32_t b, float scale, float y) {
-  auto div = [&](float x) { return kInfScale ? __fdiv_rn(x, scale) : div_by_scale(x, scale, y); };
+  auto div = [&](float x) { return kExactDiv ? __fdiv_rn(x, scale) : div_by_scale(x, scale, y); };
   const uint32_t q01 = cuda_codec::f32x2_to_e4m3x2(div(bf16_lo(a)), div(bf16_hi(a)));
   const uint32_t q23 = cuda_codec::f32x2_to_e4m3x2(div(bf16_lo(b)), div(bf16_hi(b)));
   return q01 | (q23 << 16);
 }
 
-template <bool kInfScale>
+template <bool kExactDiv>
 __device__ __forceinline__ uint4 quantize16(const uint32_t (&w)[8], float scale) {
-  const float y = kInfScale ? 0.0f : __frcp_rn(scale);
-  return make_uint4(quantize4<kInfScale>(w[0], w[1], scale, y), quantize4<kInfScale>(w[2], w[3], scale, y),
-                    quantize4<kInfScale>(w[4], w[5], scale, y), quantize4<kInfScale>(w[6], w[7], scale, y));
+  const float y = kExactDiv ? 0.0f : __frcp_rn(scale);
+  return make_uint4(quantize4<kExactDiv>(w[0], w[1], scale, y), quantize4<kExactDiv>(w[2], w[3], scale, y),
+                    quantize4<kExactDiv>(w[4], w[5], scale, y), quantize4<kExactDiv>(w[6], w[7], scale, y));
 }
 
 // One token's inputs as lane `lane` holds them.
@@ -124,7 +128,8 @@ __device__ __forceinline__ void pack_token(const PackArgs& a, const TokenInputs&
   const float scale = fmaxf(__fdiv_rn(amax, kE4m3MaxFinite), FLT_MIN);
 
   // The scale is the same in the tile's 8 lanes, but tiles differ: lanes may diverge here.
-  const uint4 q = isinf(scale) ? quantize16<true>(w, scale) : quantize16<false>(w, scale);
+  const bool exact_div = isinf(scale) || scale < kFastDivMinScale;
+  const uint4 q = exact_div ? quantize16<true>(w, scale) : quantize16<false>(w, scale);
 
   uint8_t* entry = a.cache + (in.slot / a.block_size) * a.page_stride_bytes +
                    (in.slot % a.block_size) * static_cast<int64_t>(DsMlaEntry::kBytes);

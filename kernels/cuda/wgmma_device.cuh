@@ -99,8 +99,9 @@ __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
 
 // Spins until the phase with parity `parity` of `bar` has completed (acquire, CTA scope). No
 // timeout: a protocol bug hangs the kernel, and the process running it is killed by its caller's
-// timeout (mla-check runs each scenario in its own process with one; ctest has its own), which
-// keeps the report of every other scenario. (A wall-clock guard here fired under
+// timeout (mla-check runs each scenario in its own process with one, which keeps the report of
+// every other scenario; the GPU unit tests have a ctest TIMEOUT; mla-bench and mla-check
+// --no-isolate have none). (A wall-clock guard here fired under
 // compute-sanitizer, whose slowed execution made correct waits look like deadlocks.)
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   while (!mbar_try_wait(bar, parity)) {

@@ -414,14 +414,18 @@ TEST_F(CudaBackendTest, PackIgnoresEveryNaNInAmax) {
   expect_same_bytes(cache_buf.payload(Side::kHost, "cache"), cuda, "cache (host vs cuda)");
 }
 
-// The kernel divides by the tile's scale through a reciprocal and exact corrections, which must
-// round like the host's true division for every input: each tile holds its amax A and then, 127 at
-// a time, every finite bf16 x with |x| <= A (both signs, zeros and subnormals included), for amax
-// values spread over the whole bf16 range (scale = FLT_MIN below 448 FLT_MIN, 1 at A = 448), plus
-// one tile with an infinite amax (scale inf: x / inf = ±0, inf / inf = NaN).
+// The kernel divides by the tile's scale through a reciprocal and FMA corrections (exact division
+// for tiny and infinite scales), which must give the bytes of the host's true division: each tile
+// holds its amax A and then, 127 at a time, every finite bf16 x with |x| <= A (both signs, zeros
+// and subnormals included), for 160 amax values: fixed ones across the bf16 range (scale = FLT_MIN
+// below 448 FLT_MIN, 1 at A = 448), the tiny amaxes (0x04F8 .. 0x0B2A, scale just above FLT_MIN)
+// where the corrections' residual underflows and the kernel must divide exactly, and random ones;
+// plus one tile with an infinite amax (scale inf: x / inf = ±0, inf / inf = NaN). A host replay of
+// the kernel's arithmetic over every amax and x found no difference.
 TEST_F(CudaBackendTest, PackQuantizesEveryBf16InputLikeTheHostDivision) {
   Rng rng(0xD1F);
-  std::vector<bf16_t> amaxes = {0x0001, 0x0080, 0x0C00, 0x3F80, 0x43E0, 0x7F7F};  // subnormal .. max
+  std::vector<bf16_t> amaxes = {0x0001, 0x0080, 0x04F8, 0x050A, 0x0850, 0x0B2A,  // subnormal, tiny scales
+                                0x0C00, 0x3F80, 0x43E0, 0x7F7F};
   while (amaxes.size() < 160) {
     const bf16_t a = static_cast<bf16_t>(rng.below(0x7F80));  // finite, non-negative
     if (a != 0) amaxes.push_back(a);
