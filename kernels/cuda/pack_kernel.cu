@@ -22,6 +22,7 @@
 #include "kernels/common/bf16.h"
 #include "kernels/common/ds_mla_entry.h"
 #include "kernels/common/fp8_e4m3.h"
+#include "kernels/common/scale_division.h"
 #include "kernels/cuda/cache_launchers.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
@@ -59,29 +60,10 @@ struct PackArgs {
 __device__ __forceinline__ float bf16_lo(uint32_t w) { return bf16_to_f32(static_cast<bf16_t>(w & 0xFFFFu)); }
 __device__ __forceinline__ float bf16_hi(uint32_t w) { return bf16_to_f32(static_cast<bf16_t>(w >> 16)); }
 
-// x / scale for the E4M3 conversion, with the reciprocal y = rn(1 / scale) computed once per tile:
-// q0 = x y, then two corrections q += (x - q scale) y, each residual one FMA. While the residual
-// does not underflow, the first correction makes q faithful and the second gives the correctly
-// rounded quotient (Markstein's theorem). It can underflow for tiny scales (and tiny x): below
-// kFastDivMinScale the caller divides with __fdiv_rn instead, and above it the quotients that still
-// differ from IEEE's are all below 2^-24, where E4M3 (smallest subnormal 2^-9) gives the same
-// signed zero. So the byte always equals e4m3_satfinite of the IEEE quotient: checked on the host
-// for every bf16 amax and every |x| <= amax, and on the GPU by the test below. x = ±0 returns x
-// (the corrections would turn -0 into +0). An infinite scale (an infinite input in the tile) also
-// takes __fdiv_rn. GPU test: PackQuantizesEveryBf16InputLikeTheHostDivision
-// (tests/kernels/cuda/test_cuda_backend.cpp).
-constexpr float kFastDivMinScale = 0x1p-90f;
-
-__device__ __forceinline__ float div_by_scale(float x, float scale, float y) {
-  const float q0 = __fmul_rn(x, y);
-  const float q1 = __fmaf_rn(__fmaf_rn(-q0, scale, x), y, q0);
-  const float q2 = __fmaf_rn(__fmaf_rn(-q1, scale, x), y, q1);
-  return x == 0.0f ? x : q2;
-}
-
 // Four E4M3 bytes (little-endian) from the 4 bf16 values in words a (elements 0, 1) and b (2, 3):
-// e4m3_satfinite(x / scale), the quotient from div_by_scale or (kExactDiv) __fdiv_rn, two
-// conversions per instruction.
+// e4m3_satfinite(x / scale), the quotient from div_by_scale (kernels/common/scale_division.h: a
+// reciprocal per tile, two FMA corrections, the IEEE quotient's byte) or (kExactDiv) __fdiv_rn,
+// two conversions per instruction.
 template <bool kExactDiv>
 __device__ __forceinline__ uint32_t quantize4(uint32_t a, uint32_t b, float scale, float y) {
   auto div = [&](float x) { return kExactDiv ? __fdiv_rn(x, scale) : div_by_scale(x, scale, y); };
@@ -128,8 +110,8 @@ __device__ __forceinline__ void pack_token(const PackArgs& a, const TokenInputs&
   const float scale = fmaxf(__fdiv_rn(amax, kE4m3MaxFinite), FLT_MIN);
 
   // The scale is the same in the tile's 8 lanes, but tiles differ: lanes may diverge here.
-  const bool exact_div = isinf(scale) || scale < kFastDivMinScale;
-  const uint4 q = exact_div ? quantize16<true>(w, scale) : quantize16<false>(w, scale);
+  const bool exact = scale_division_is_exact_only(scale);
+  const uint4 q = exact ? quantize16<true>(w, scale) : quantize16<false>(w, scale);
 
   uint8_t* entry = a.cache + (in.slot / a.block_size) * a.page_stride_bytes +
                    (in.slot % a.block_size) * static_cast<int64_t>(DsMlaEntry::kBytes);
