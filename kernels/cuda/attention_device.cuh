@@ -76,6 +76,11 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   return r;
 }
 
+// The final row of an attention output (SPEC 4): out = acc / l with an IEEE division, 0 when no
+// key was visible (l == 0); lse = m + ln l, -inf when no key was visible.
+__device__ __forceinline__ float normalize(float acc, float l) { return l == 0.0f ? 0.0f : __fdiv_rn(acc, l); }
+__device__ __forceinline__ float row_lse(float m, float l) { return l == 0.0f ? -INFINITY : m + logf(l); }
+
 __device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
 

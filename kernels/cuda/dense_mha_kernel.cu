@@ -58,6 +58,8 @@ namespace mla {
 namespace {
 
 using attn_dev::kFullMask;
+using attn_dev::normalize;
+using attn_dev::row_lse;
 
 constexpr int kDn = kNopeHeadDim;               // 128
 constexpr int kDq = kQkHeadDim;                 // 192
@@ -85,8 +87,6 @@ __device__ __forceinline__ int64_t visible_keys(bool causal, int64_t i, int64_t 
   return v < 0 ? 0 : (v > nk ? nk : v);
 }
 
-__device__ __forceinline__ float normalize(float acc, float l) { return l == 0.0f ? 0.0f : __fdiv_rn(acc, l); }
-__device__ __forceinline__ float row_lse(float m, float l) { return l == 0.0f ? -INFINITY : m + logf(l); }
 
 // =================================================================================================
 // simple

@@ -49,6 +49,7 @@
 #include <mutex>
 
 #include "kernels/common/attention_params.h"
+#include "kernels/cuda/attention_device.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/wgmma_device.cuh"
 
@@ -119,20 +120,13 @@ __device__ __forceinline__ int visible_keys(bool causal, int i, int nq, int nk) 
   return v < 0 ? 0 : (v > nk ? nk : static_cast<int>(v));
 }
 
-__device__ __forceinline__ float normalize(float acc, float l) { return l == 0.0f ? 0.0f : __fdiv_rn(acc, l); }
-__device__ __forceinline__ float row_lse(float m, float l) { return l == 0.0f ? -INFINITY : m + logf(l); }
+using attn_dev::normalize;
+using attn_dev::pack_bf16x2;
+using attn_dev::row_lse;
 
-// Two fp32 as bf16x2 (round to nearest even), lo in the low half.
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  uint32_t r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-
-// Byte offset of logical 16-byte chunk `chunk` (0..7) of row `row` inside a swizzled block.
-__device__ __forceinline__ uint32_t swz(int row, int chunk) {
-  return static_cast<uint32_t>(row * 128 + ((chunk ^ (row & 7)) << 4));
-}
+// Byte offset of logical 16-byte chunk `chunk` (0..7) of row `row` inside a swizzled block (rows of
+// 128 bytes: the same XOR as every attention tile, attention_device.cuh).
+__device__ __forceinline__ uint32_t swz(int row, int chunk) { return attn_dev::swizzled(row, chunk, 128); }
 
 // --- producer -------------------------------------------------------------------------------------
 

@@ -69,8 +69,8 @@ __device__ __forceinline__ uint4 dequant8(uint32_t w0, uint32_t w1, float scale)
                     cuda_codec::f32x2_to_bf16x2(__fmul_rn(f3.x, scale), __fmul_rn(f3.y, scale)));
 }
 
-// The final row of an item: acc / l (0 when l == 0) and its LSE.
-__device__ __forceinline__ float normalize(float acc, float l) { return l == 0.0f ? 0.0f : __fdiv_rn(acc, l); }
-__device__ __forceinline__ float row_lse(float m, float l) { return l == 0.0f ? -INFINITY : m + logf(l); }
+// The final row of an item: acc / l (0 when l == 0) and its LSE (attention_device.cuh).
+using attn_dev::normalize;
+using attn_dev::row_lse;
 
 }  // namespace mla::sparse_dev
