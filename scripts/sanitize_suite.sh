@@ -9,7 +9,12 @@
 #
 # Writes RESULTS_DIR/sanitizer/TOOL/SCENARIO.log and RESULTS_DIR/sanitizer.tsv (tool, scenario,
 # status, seconds, summary line); status is PASS (exit 0 and a zero-error summary), ERRORS (the
-# sanitizer found something: exit 99), TIMEOUT, or FAIL (any other exit: mla-check itself failed).
+# sanitizer found something: exit 99), TOOL_ERROR (the sanitizer itself failed: "Internal Sanitizer
+# Error", whatever the exit), TIMEOUT, or FAIL (any other exit: mla-check itself failed). For
+# racecheck hazards the summary names the kernels they were found in (cuBLAS's own GEMM kernels,
+# nvjet_*, are reported by racecheck too; they are not ours). Racecheck is run on every kernel: with
+# a --kernel-name or --kernel-name-exclude filter, compute-sanitizer 2025.3.1 failed with "Internal
+# Sanitizer Error: failed to handle a hardware exception" in the forward step (H200, CUDA 13.0).
 # Exit status: 0 when every run is PASS, 1 otherwise, 2 on a usage error.
 #
 # Environment: MLA_BUILD_DIR (build), MLA_SANITIZER_TOOLS ("memcheck racecheck initcheck"),
@@ -59,7 +64,16 @@ run_one() {
   rc=$?
   secs=$(( $(date +%s) - start ))
   summary="$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1 | sed 's/^=* *//')"
+  if [[ "$tool" == racecheck && "$rc" == 99 ]]; then
+    local kernels
+    kernels="$(sed -nE 's/.*Race reported between .* access at (.+)\+0x[0-9a-f]+$/\1/p' "$log" | sort -u | paste -sd ';' -)"
+    [[ -n "$kernels" ]] && summary="$summary; in: $kernels"
+  fi
+  if grep -q 'Internal Sanitizer Error' "$log"; then
+    rc=tool
+  fi
   case "$rc" in
+    tool) status=TOOL_ERROR ;;
     0) if [[ "$summary" =~ ^(ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards) ]]; then status=PASS; else status=FAIL; fi ;;
     99) status=ERRORS ;;
     124 | 137) status=TIMEOUT ;;

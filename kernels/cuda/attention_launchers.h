@@ -9,11 +9,11 @@
 // equal to accumulation order (fp32 sums in a different order, exp/log to a few ulps).
 //
 // Implementation choice (read from the environment at every call):
-//   MLA_SPARSE_MQA_IMPL = tc (default) | simple
+//   MLA_SPARSE_MQA_IMPL = wgmma (default) | tc | simple
 //   MLA_DENSE_MHA_IMPL  = wgmma (default) | tc | simple
 // `tc` is the tensor-core kernel (mma.sync); it falls back to `simple` (plain fp32 FMA code, the
-// correctness baseline) when an operand's alignment or the device does not allow it. `wgmma`
-// (dense MHA only) is the Hopper kernel (warpgroup MMA, FlashAttention-3 style), compiled only for
+// correctness baseline) when an operand's alignment or the device does not allow it. `wgmma` is
+// the Hopper kernel (warpgroup MMA; for dense MHA FlashAttention-3 style), compiled only for
 // sm_90a when the configured CUDA architectures include 90; it falls back to `tc` (and so on)
 // when it is not built, the device is not compute capability 9.0, or alignment or shared memory
 // do not allow it. Any other value is an error. MLA_DENSE_WGMMA_DEBUG = scores | values makes the

@@ -31,7 +31,7 @@
 // CTA (384 threads: a cp.async producer warpgroup and two wgmma consumer warpgroups) per (request,
 // 128 queries, head); key tiles of 128 loaded and multiplied at once, the online softmax still per 64
 // keys as above; see dense_mha_wgmma_kernel.cu. Built when the configured CUDA architectures
-// include 90 (MLA_HAVE_DENSE_WGMMA); otherwise, or on other devices, it falls back to `tc`.
+// include 90 (MLA_HAVE_WGMMA); otherwise, or on other devices, it falls back to `tc`.
 // MLA_DENSE_WGMMA_DEBUG = scores | values makes it write one isolated product instead of the
 // attention (dense_mha_wgmma.h; an unsupported error when the wgmma kernel cannot run).
 #include <cuda_runtime.h>
@@ -50,8 +50,8 @@
 #include "kernels/cuda/dense_mha_args.h"
 #include "kernels/cuda/dense_mha_wgmma.h"
 
-#if !defined(MLA_HAVE_DENSE_WGMMA)
-#define MLA_HAVE_DENSE_WGMMA 0
+#if !defined(MLA_HAVE_WGMMA)
+#define MLA_HAVE_WGMMA 0
 #endif
 
 namespace mla {
@@ -580,7 +580,7 @@ Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream) {
   } else if (!aligned) {
     no_wgmma = "an input is not 16-byte aligned or a token stride not a multiple of 8";
   } else {
-#if MLA_HAVE_DENSE_WGMMA
+#if MLA_HAVE_WGMMA
     if (optin < dense_wgmma::smem_bytes()) {
       no_wgmma = "the device's shared memory per block is too small";
     } else if (!dense_wgmma::runs_on(device)) {
@@ -607,7 +607,7 @@ Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.num_heads));
 
   if (wgmma_ok) {
-#if MLA_HAVE_DENSE_WGMMA
+#if MLA_HAVE_WGMMA
     MLA_RETURN_IF_ERROR(dense_wgmma::launch(args, grid, debug, stream));
 #endif
   } else if (use_tc) {

@@ -1,5 +1,5 @@
 // The `wgmma` implementation of dense MHA (dense_mha_wgmma_kernel.cu, built only for sm_90a when
-// MLA_HAVE_DENSE_WGMMA is 1), called by launch_dense_mha (dense_mha_kernel.cu), which owns the
+// MLA_HAVE_WGMMA is 1), called by launch_dense_mha (dense_mha_kernel.cu), which owns the
 // choice between implementations, validation and grid sizing. Host-only declarations.
 #pragma once
 

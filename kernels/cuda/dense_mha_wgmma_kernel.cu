@@ -1,7 +1,8 @@
 // Dense MHA (SPEC 4.2) for Hopper, `wgmma` implementation: FlashAttention-3-style forward with
 // warpgroup MMA, warp specialisation and register reallocation. Built only for sm_90a
 // (kernels/CMakeLists.txt); launch_dense_mha (dense_mha_kernel.cu) chooses it. Semantics are those
-// of the host and the `tc` kernel (see dense_mha_kernel.cu), to fp32 accumulation order: the
+// of the host and the `tc` kernel (see dense_mha_kernel.cu), to fp32 accumulation order and
+// exp's last bits (p through ex2.approx, see softmax_half): the
 // kernel loads and multiplies 128-key tiles but runs the online softmax per 64-key half, as the
 // host does per 64-key tile, so m, the bf16 rounding of P and l follow the host step by step.
 // (A 128-key softmax step differs from the host by P's rounding: up to about 2 bf16 ulps of out at
@@ -23,10 +24,11 @@
 //       wait for S_t (release K_t's stage); softmax of S_t (both halves) while that P V runs;
 //       wait for it (release V_{t-1}'s stage); O *= factor of the first half of tile t; P_t = bf16(p).
 //   Online softmax per row on the S accumulators (4 lanes share a row: quad shuffles), in fp32
-//   with expf, masked (causal and past the request's keys) only on the halves that need it; l
-//   sums the fp32 p. out = bf16(O / l) (IEEE division), lse = m + logf(l); no visible key: 0 and
-//   -inf. Rows past the request are computed on zero Q rows and not stored. A warpgroup whose rows
-//   need fewer key tiles than the CTA's other one waits for and releases the rest without computing.
+//   with p = 2^(s log2 e - m log2 e) (ex2.approx; expf for the rescale factors), masked (causal
+//   and past the request's keys) only on the halves that need it; l sums the fp32 p.
+//   out = bf16(O / l) (IEEE division), lse = m + logf(l); no visible key: 0 and -inf. Rows past
+//   the request are computed on zero Q rows and not stored. A warpgroup whose rows need fewer key
+//   tiles than the CTA's other one waits for and releases the rest without computing.
 //
 // Shared memory (dynamic, 214,080 bytes, one CTA per SM), every tile in 128-byte-swizzled column
 // blocks of [128 rows][64 bf16] = 16 KiB (layout and descriptors: wgmma_device.cuh):
@@ -36,21 +38,24 @@
 // 32 B * (kk % 4)); V MN-major (SBO 1024 = next 8 keys, LBO 16 KiB = next 64 value columns;
 // k16 step kk: + 2 KiB * kk).
 //
-// Toward FA3 speed (not done here): TMA loads into the same layout (the producer shrinks to one
-// thread), ping-pong scheduling of the two consumer warpgroups (named barriers) so one's softmax
-// overlaps the other's GEMMs, exp2 with a folded log2(e) (cheaper than expf; changes results by
-// rounding), 3 consumer warpgroups (192 rows) to cut the K/V traffic per FLOP.
+// Measured on an H200 (docs/performance.md, fourth session): exp2 instead of expf took causal 8k
+// from 360 to 428 TFLOP/s. Ping-pong of the two consumer warpgroups (named barriers: one issues its
+// GEMMs for tile t, P V halves included, then passes the turn) was correct but slower (351), alone
+// and with exp2 (424): the turn is held across the wait for the first P V half. Toward FA3 speed
+// (not done here): TMA loads into the same layout (the producer shrinks to one thread), a ping-pong
+// that passes the turn before that wait, 3 consumer warpgroups (192 rows) to cut the K/V traffic
+// per FLOP.
 #include "kernels/cuda/dense_mha_wgmma.h"
 
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
-#include <mutex>
 
 #include "kernels/common/attention_params.h"
 #include "kernels/cuda/attention_device.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_probe.h"
 #include "kernels/cuda/wgmma_device.cuh"
 
 namespace mla::dense_wgmma {
@@ -63,6 +68,7 @@ constexpr int kDv = kVHeadDim;                  // 128
 constexpr int kRows = kRowsPerCta;              // 128 queries per CTA
 constexpr int kKeys = 128;                      // keys per tile (loads, S = Q K^T)
 constexpr int kSoftmaxKeys = 64;                // keys per online-softmax step: the host's kAttentionTile
+constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kConsumerWgs = 2;
 constexpr int kThreads = 128 * (1 + kConsumerWgs);
 constexpr int kProducerRegs = 40;
@@ -204,10 +210,15 @@ __device__ __forceinline__ void softmax_half(float (&s)[64], float (&m)[2], floa
     l[hh] *= factor[hh];
     ref[hh] = m[hh] == -INFINITY ? 0.0f : m[hh];
   }
+  // p = exp(s - ref) as 2^(s log2(e) - ref log2(e)): one FMA and one MUFU.EX2 per score (expf
+  // costs several more instructions, and the softmax's issue slots are what the tensor cores wait
+  // for). Relative to expf: ~2 ulp from ex2.approx, plus ref log2(e)'s rounding, the same factor
+  // for a whole row (it cancels in out = sum p v / sum p; in lse it is ~1e-7 |ref|).
+  const float ref2[2] = {ref[0] * kLog2e, ref[1] * kLog2e};
   float tsum[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int e = kBegin; e < kEnd; ++e) {
-    const float p = expf(s[e] - ref[(e >> 1) & 1]);
+    const float p = wgmma::ex2_approx(fmaf(s[e], kLog2e, -ref2[(e >> 1) & 1]));
     tsum[(e >> 1) & 1] += p;
     s[e] = p;
   }
@@ -471,21 +482,12 @@ namespace {
 
 // The probe behind runs_on (not cached).
 bool probe(int device) {
-  int major = 0, minor = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  if (major != 9 || minor != 0) return false;
+  if (!is_compute_capability(device, 9, 0)) return false;
   void (*const kernels[])(const DenseArgs) = {dense_mha_wgmma_kernel<Debug::kNone>, dense_mha_wgmma_kernel<Debug::kScores>,
                                          dense_mha_wgmma_kernel<Debug::kValues>};
   for (auto kernel : kernels) {
     cudaFuncAttributes attr{};
-    if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) {
-      (void)cudaGetLastError();  // no loadable image: the caller falls back
-      return false;
-    }
+    if (!kernel_attributes(kernel, &attr)) return false;
     // Launched with the register count the setmaxnreg budget assumes.
     if (attr.numRegs != kLaunchRegs) return false;
   }
@@ -494,18 +496,9 @@ bool probe(int device) {
 
 }  // namespace
 
-// Cached per device (the launcher asks at every call): the answer cannot change while the process
-// runs.
 bool runs_on(int device) {
-  static std::mutex mu;
-  static int cached_device = -1;
-  static bool cached = false;
-  std::lock_guard<std::mutex> lock(mu);
-  if (device != cached_device) {
-    cached = probe(device);
-    cached_device = device;
-  }
-  return cached;
+  static PerDeviceAnswer answer(probe);
+  return answer.get(device);
 }
 
 Status launch(const DenseArgs& args, dim3 grid, Debug debug, cudaStream_t stream) {

@@ -1,6 +1,7 @@
-// The device side of sparse MQA shared by its kernels (sparse_mqa_kernel.cu: simple, tc, combine):
-// the argument block, the slot -> entry address math, and the dequantization bit-identical to the
-// gather (SPEC 1.2).
+// The device side of sparse MQA shared by its kernels (sparse_mqa_kernel.cu: simple, tc, combine;
+// sparse_mqa_wgmma_kernel.cu): the argument block, the slot -> entry address math, the
+// dequantization bit-identical to the gather (SPEC 1.2), and the staging of Q and of key tiles that
+// the tensor-core kernels share.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -68,6 +69,120 @@ __device__ __forceinline__ uint4 dequant8(uint32_t w0, uint32_t w1, float scale)
                     cuda_codec::f32x2_to_bf16x2(__fmul_rn(f2.x, scale), __fmul_rn(f2.y, scale)),
                     cuda_codec::f32x2_to_bf16x2(__fmul_rn(f3.x, scale), __fmul_rn(f3.y, scale)));
 }
+
+// What a CTA of `heads` heads works on: blockIdx.x = item * a.head_groups + head group (the head
+// groups of one item are adjacent CTAs, so the second one finds the entries in L2).
+struct CtaWork {
+  int64_t t;               // query token (trusted: failure mode 4)
+  int h0;                  // first head
+  int32_t kb, ke;          // columns [kb, ke) of the item, clipped to [0, topk)
+  int ntiles;              // 64-column tiles in [kb, ke)
+  int32_t partial;         // < 0: final output; else the fp32 partial row (trusted)
+  const int32_t* idx_row;  // the token's indices
+};
+__device__ __forceinline__ CtaWork cta_work(const SparseArgs& a, int heads) {
+  const SparseMqaWorkItem item = a.items[blockIdx.x / a.head_groups];
+  CtaWork w;
+  w.t = item.token;
+  w.h0 = static_cast<int>(blockIdx.x % a.head_groups) * heads;
+  w.kb = max(item.k_begin, 0);
+  w.ke = min(item.k_end, a.topk);
+  w.ntiles = w.ke > w.kb ? (w.ke - w.kb + kTile - 1) / kTile : 0;
+  w.partial = item.partial;
+  w.idx_row = a.indices + w.t * a.indices_row_stride;
+  return w;
+}
+
+// --- the staging steps of the tensor-core kernels (`tc` and `wgmma`: 8 warps, 64 heads and
+// 64-entry tiles per CTA). `Offset` maps (row, 16-byte chunk) of a Q / K tile to its byte offset
+// (each kernel's shared-memory layout).
+constexpr int kStageWarps = 8;
+constexpr int kStageHeads = 64;
+
+// Lanes 0..7 of warp w: the slot of entry 8 w + lane of tile `tile` of columns [kb, ke) (-1 past
+// the range and on lanes >= 8).
+__device__ __forceinline__ int32_t tile_slot(const int32_t* idx_row, int32_t kb, int32_t ke, int tile, int warp,
+                                             int lane) {
+  const int32_t col = kb + tile * kTile + warp * 8 + (lane & 7);
+  return (lane < 8 && col < ke) ? __ldg(idx_row + col) : -1;
+}
+
+// Warp w issues the cp.async of entries 8 w .. 8 w + 7 of tile `tile` (`slot` from tile_slot) into
+// the raw tile at shared address `raw` (41 chunks of 16 bytes each; an invalid entry is zero-filled
+// and not read) and records their validity in valid[(tile & 1) * kTile + entry].
+__device__ __forceinline__ void issue_raw_tile(const SparseArgs& a, uint32_t raw, uint8_t* valid, int tile,
+                                               int32_t slot, int warp, int lane) {
+  const bool ok = slot_valid(a, slot);  // lanes >= 8 hold -1
+  const int64_t off = ok ? entry_offset(a, slot) : 0;
+  if (lane < 8) valid[(tile & 1) * kTile + warp * 8 + lane] = ok ? 1 : 0;
+#pragma unroll
+  for (int e8 = 0; e8 < 8; ++e8) {
+    const int64_t o = __shfl_sync(kFullMask, off, e8);
+    const int v = __shfl_sync(kFullMask, ok ? 1 : 0, e8);
+    const uint8_t* src = a.cache + (v ? o : 0);
+    const int bytes = v ? 16 : 0;
+    const uint32_t dst = raw + (warp * 8 + e8) * kEntryBytes;
+    attn_dev::cp_async16(dst + 16 * lane, v ? src + 16 * lane : src, bytes);
+    if (lane < kEntryBytes / 16 - 32) {
+      attn_dev::cp_async16(dst + 16 * (32 + lane), v ? src + 16 * (32 + lane) : src, bytes);
+    }
+  }
+}
+
+// Q rows of token t, heads h0 .. h0 + 63 (zero rows past num_heads) into the tile at `q` (generic
+// pointer) / `q_shared` (its shared address): cp.async when a.q_vec, plain loads and stores
+// otherwise. All kStageWarps warps.
+template <class Offset>
+__device__ __forceinline__ void load_q_tile(const SparseArgs& a, int64_t t, int h0, uint8_t* q, uint32_t q_shared,
+                                            Offset offset, int tid) {
+  for (int i = tid; i < kStageHeads * (kDl / 8); i += 32 * kStageWarps) {
+    const int r = i / (kDl / 8), c = i % (kDl / 8), h = h0 + r;
+    const uint32_t off = offset(r, c);
+    if (h < a.num_heads) {
+      const bf16_t* src = c < kDc / 8 ? a.q_nope + t * a.q_nope_ts + h * a.q_nope_hs + 8 * c
+                                      : a.q_pe + t * a.q_pe_ts + h * a.q_pe_hs + 8 * (c - kDc / 8);
+      if (a.q_vec) {
+        attn_dev::cp_async16(q_shared + off, src, 16);
+      } else {
+        uint32_t w[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) w[k] = static_cast<uint32_t>(src[2 * k]) | (static_cast<uint32_t>(src[2 * k + 1]) << 16);
+        *reinterpret_cast<uint4*>(q + off) = make_uint4(w[0], w[1], w[2], w[3]);
+      }
+    } else {
+      *reinterpret_cast<uint4*>(q + off) = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+// The raw tile at `raw` -> bf16 keys in the tile at `k` (SPEC 1.2, the gather's bits; RoPE copied).
+// Entry e = warp + 8 j; a lane dequantizes chunks lane and lane + 32 (8 values each). All
+// kStageWarps warps.
+template <class Offset>
+__device__ __forceinline__ void dequant_tile(const uint8_t* raw_tile, uint8_t* k, Offset offset, int tid) {
+  const int warp = tid / 32, lane = tid % 32;
+#pragma unroll 2
+  for (int j = 0; j < kTile / kStageWarps; ++j) {
+    const int e = warp + kStageWarps * j;
+    const uint8_t* raw = raw_tile + e * kEntryBytes;
+    const float* scales = reinterpret_cast<const float*>(raw + DsMlaEntry::kScaleOffset);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int c = lane + 32 * half;
+      const uint2 q = *reinterpret_cast<const uint2*>(raw + 8 * c);
+      const uint4 v = dequant8(q.x, q.y, scales[c / (DsMlaEntry::kTileDims / 8)]);
+      *reinterpret_cast<uint4*>(k + offset(e, c)) = v;
+    }
+  }
+  // RoPE: 64 entries x 8 chunks, copied.
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int job = tid + 32 * kStageWarps * j, e = job / 8, c = job % 8;
+    const uint4 v = *reinterpret_cast<const uint4*>(raw_tile + e * kEntryBytes + DsMlaEntry::kRopeOffset + 16 * c);
+    *reinterpret_cast<uint4*>(k + offset(e, kDc / 8 + c)) = v;
+  }
+}
+static_assert(kStageWarps * 32 * 2 == kTile * 8, "the RoPE copy: two 16-byte chunks per thread");
 
 // The final row of an item: acc / l (0 when l == 0) and its LSE (attention_device.cuh).
 using attn_dev::normalize;

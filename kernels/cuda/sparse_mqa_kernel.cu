@@ -1,8 +1,8 @@
 // Sparse MQA over the fp8_ds_mla cache (SPEC 4.1) and the combine of split tokens: the algorithm of
-// the host backend (kernels/host/host_sparse_mqa.cpp) on the GPU, in two implementations behind
+// the host backend (kernels/host/host_sparse_mqa.cpp) on the GPU, in three implementations behind
 // launch_sparse_mqa (attention_launchers.h says how one is chosen).
 //
-// Common to both, per work item (token t = item.token, trusted; columns [k_begin, k_end) clipped to
+// Common to all, per work item (token t = item.token, trusted; columns [k_begin, k_end) clipped to
 // [0, topk)), per head h:
 //   - columns in tiles of 64 starting at k_begin; a column is valid when its slot is in
 //     [0, num_slots); an invalid column is never read from the cache (its shared-memory row is
@@ -22,7 +22,10 @@
 // products combined pairwise, the tile sum in column order, acc += p * v column by column with
 // single IEEE operations (no FMA contraction). Matches the host up to expf/logf ulps. Any alignment.
 //
-// `tc` (default): one CTA (256 threads, 8 warps) per (work item, 64 heads; heads >= num_heads are
+// `wgmma` (default on Hopper; sparse_mqa_wgmma_kernel.cu): the `tc` kernel's tiles and steps with
+// both products on warpgroup MMA.
+//
+// `tc` (where `wgmma` cannot run): one CTA (256 threads, 8 warps) per (work item, 64 heads; heads >= num_heads are
 // zero rows whose results are dropped), the item's head groups adjacent in the 1-D grid (L2
 // reuse). Shared memory (dynamic, 226,944 bytes, one CTA per SM):
 //   sQ   [64 heads][576] bf16, 1152-byte rows, swizzled        73,728
@@ -55,6 +58,11 @@
 #include "kernels/cuda/device_io.cuh"
 #include "kernels/cuda/fp8_codec.cuh"
 #include "kernels/cuda/sparse_mqa_device.cuh"
+#include "kernels/cuda/sparse_mqa_wgmma.h"
+
+#if !defined(MLA_HAVE_WGMMA)
+#define MLA_HAVE_WGMMA 0
+#endif
 
 namespace mla {
 namespace {
@@ -268,7 +276,6 @@ __global__ void __launch_bounds__(kSimpleThreads) sparse_mqa_simple_kernel(const
 constexpr int kTcThreads = 256;
 constexpr int kTcHeads = 64;
 constexpr int kRowBytes = kDl * 2;          // 1152: a swizzled bf16 row of sQ / sK (72 chunks)
-constexpr int kRowChunks = kRowBytes / 16;  // 72
 constexpr int kSPitch = 72;                 // floats per row of a score partial
 constexpr int kPRowBytes = kTile * 2;       // 128: a swizzled bf16 row of P (8 chunks)
 
@@ -286,6 +293,7 @@ constexpr int kSmemTcBytes = kSmemValid + 2 * kTile;
 static_assert(kSmemRaw % 16 == 0 && kEntryBytes % 16 == 0, "cp.async destinations are 16-byte aligned");
 static_assert(kSmemS % 16 == 0 && kSmemValid % 4 == 0, "aligned shared-memory regions");
 static_assert(kPRowBytes <= kSPitch * 4 && kSPitch * 4 % 16 == 0, "a P row fits in its row of the second score partial");
+static_assert(kTcThreads == 32 * kStageWarps && kTcHeads == kStageHeads, "the staging helpers' CTA shape");
 static_assert(kSmemTcBytes <= 232448, "one CTA fits Hopper's 227 KB of shared memory per block");
 static_assert(kDl % 32 == 0 && kDc == 8 * 64, "576 = 2 x 288 (two k halves of 18 k16 steps); 8 warps x 64 dims of O");
 
@@ -295,44 +303,12 @@ __global__ void __launch_bounds__(kTcThreads, 1) sparse_mqa_tc_kernel(const Spar
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, tq = lane % 4, x7 = lane & 7;
 
-  // The head groups of one item are adjacent CTAs, so the second one finds the entries in L2.
-  const SparseMqaWorkItem item = a.items[blockIdx.x / a.head_groups];
-  const int64_t t = item.token;  // trusted (failure mode 4)
-  const int h0 = static_cast<int>(blockIdx.x % a.head_groups) * kTcHeads;
-  const int32_t kb = max(item.k_begin, 0);
-  const int32_t ke = min(item.k_end, a.topk);
-  const int ntiles = ke > kb ? (ke - kb + kTile - 1) / kTile : 0;
-  const int32_t* idx_row = a.indices + t * a.indices_row_stride;
+  const auto [t, h0, kb, ke, ntiles, partial, idx_row] = cta_work(a, kTcHeads);
 
   float* s_factor = reinterpret_cast<float*>(smem + kSmemFactor);
   float* s_rowl = reinterpret_cast<float*>(smem + kSmemRowL);
   uint8_t* s_valid = smem + kSmemValid;
-
-  // Lanes 0..7 of warp w: the slot of entry 8 w + lane of tile `tile` (-1 past the range).
-  auto load_slot = [&](int tile) -> int32_t {
-    const int32_t col = kb + tile * kTile + warp * 8 + (lane & 7);
-    return (lane < 8 && col < ke) ? __ldg(idx_row + col) : -1;
-  };
-  // Warp w issues the cp.async of entries 8 w .. 8 w + 7 of tile `tile` into sRaw (41 chunks of
-  // 16 bytes each; an invalid entry is zero-filled and not read) and records their validity.
-  auto issue_tile = [&](int tile, int32_t slot) {
-    const bool valid = slot_valid(a, slot);  // lanes >= 8 hold -1
-    const int64_t off = valid ? entry_offset(a, slot) : 0;
-    if (lane < 8) s_valid[(tile & 1) * kTile + warp * 8 + lane] = valid ? 1 : 0;
-#pragma unroll
-    for (int e8 = 0; e8 < 8; ++e8) {
-      const int64_t o = __shfl_sync(kFullMask, off, e8);
-      const int v = __shfl_sync(kFullMask, valid ? 1 : 0, e8);
-      const uint8_t* src = a.cache + (v ? o : 0);
-      const int bytes = v ? 16 : 0;
-      const uint32_t dst = sbase + kSmemRaw + (warp * 8 + e8) * kEntryBytes;
-      attn_dev::cp_async16(dst + 16 * lane, v ? src + 16 * lane : src, bytes);
-      if (lane < kEntryBytes / 16 - 32) {
-        attn_dev::cp_async16(dst + 16 * (32 + lane), v ? src + 16 * (32 + lane) : src, bytes);
-      }
-    }
-  };
-
+  const auto tile_off = [](int row, int chunk) { return attn_dev::swizzled(row, chunk, kRowBytes); };  // sQ / sK
   // Softmax state of row r = tid / 4 (identical in its 4 threads).
   float row_m = -INFINITY, row_l = 0.0f;
   const int sm_row = tid / 4, sm_q = tid % 4;
@@ -350,26 +326,8 @@ __global__ void __launch_bounds__(kTcThreads, 1) sparse_mqa_tc_kernel(const Spar
 
   int32_t slot_next = -1;
   if (ntiles > 0) {
-    // Q: 64 rows x 72 chunks.
-    for (int i = tid; i < kTcHeads * kRowChunks; i += kTcThreads) {
-      const int r = i / kRowChunks, c = i % kRowChunks, h = h0 + r;
-      const uint32_t off = attn_dev::swizzled(r, c, kRowBytes);
-      if (h < a.num_heads) {
-        const bf16_t* src = c < kDc / 8 ? a.q_nope + t * a.q_nope_ts + h * a.q_nope_hs + 8 * c
-                                        : a.q_pe + t * a.q_pe_ts + h * a.q_pe_hs + 8 * (c - kDc / 8);
-        if (a.q_vec) {
-          attn_dev::cp_async16(sbase + kSmemQ + off, src, 16);
-        } else {
-          uint32_t w[4];
-#pragma unroll
-          for (int k = 0; k < 4; ++k) w[k] = static_cast<uint32_t>(src[2 * k]) | (static_cast<uint32_t>(src[2 * k + 1]) << 16);
-          *reinterpret_cast<uint4*>(smem + kSmemQ + off) = make_uint4(w[0], w[1], w[2], w[3]);
-        }
-      } else {
-        *reinterpret_cast<uint4*>(smem + kSmemQ + off) = make_uint4(0, 0, 0, 0);
-      }
-    }
-    issue_tile(0, load_slot(0));
+    load_q_tile(a, t, h0, smem + kSmemQ, sbase + kSmemQ, tile_off, tid);
+    issue_raw_tile(a, sbase + kSmemRaw, s_valid, 0, tile_slot(idx_row, kb, ke, 0, warp, lane), warp, lane);
     attn_dev::cp_async_commit();
   }
 
@@ -387,36 +345,16 @@ __global__ void __launch_bounds__(kTcThreads, 1) sparse_mqa_tc_kernel(const Spar
 
   for (int tile = 0; tile < ntiles; ++tile) {
     const bool has_next = tile + 1 < ntiles;
-    if (has_next) slot_next = load_slot(tile + 1);  // global load overlaps the wait and dequant
+    if (has_next) slot_next = tile_slot(idx_row, kb, ke, tile + 1, warp, lane);  // overlaps the waits
 
     attn_dev::cp_async_wait<0>();
     __syncthreads();  // B1: raw tile (and Q) landed; the previous P V is done with sK and P
 
-    // Dequantize: entry e = warp + 8 k; lane does bf16 chunks lane and lane + 32 (8 values each).
-#pragma unroll 2
-    for (int k = 0; k < 8; ++k) {
-      const int e = warp + 8 * k;
-      const uint8_t* raw = smem + kSmemRaw + e * kEntryBytes;
-      const float* scales = reinterpret_cast<const float*>(raw + DsMlaEntry::kScaleOffset);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int c = lane + 32 * half;
-        const uint2 q = *reinterpret_cast<const uint2*>(raw + 8 * c);
-        const uint4 v = dequant8(q.x, q.y, scales[c / (DsMlaEntry::kTileDims / 8)]);
-        *reinterpret_cast<uint4*>(smem + kSmemK + attn_dev::swizzled(e, c, kRowBytes)) = v;
-      }
-    }
-    // RoPE: 64 entries x 8 chunks, copied.
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const int job = tid + kTcThreads * k, e = job / 8, c = job % 8;
-      const uint4 v = *reinterpret_cast<const uint4*>(smem + kSmemRaw + e * kEntryBytes + DsMlaEntry::kRopeOffset + 16 * c);
-      *reinterpret_cast<uint4*>(smem + kSmemK + attn_dev::swizzled(e, kDc / 8 + c, kRowBytes)) = v;
-    }
+    dequant_tile(smem + kSmemRaw, smem + kSmemK, tile_off, tid);
     __syncthreads();  // B2: sK ready, sRaw free
 
     if (has_next) {
-      issue_tile(tile + 1, slot_next);
+      issue_raw_tile(a, sbase + kSmemRaw, s_valid, tile + 1, slot_next, warp, lane);
       attn_dev::cp_async_commit();
     }
 
@@ -574,10 +512,10 @@ __global__ void __launch_bounds__(kTcThreads, 1) sparse_mqa_tc_kernel(const Spar
     const int h = h0 + sm_row;
     if (h < a.num_heads) {
       const float v = row_lse(row_m, row_l);
-      if (item.partial < 0) {
+      if (partial < 0) {
         a.lse[t * a.num_heads + h] = v;
       } else {
-        a.partial_lse[static_cast<int64_t>(item.partial) * a.num_heads + h] = v;
+        a.partial_lse[static_cast<int64_t>(partial) * a.num_heads + h] = v;
       }
     }
   }
@@ -589,7 +527,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) sparse_mqa_tc_kernel(const Spar
       const int row = 16 * mt + g + 8 * half, h = h0 + row;
       if (h >= a.num_heads) continue;
       const float l = s_rowl[row];
-      if (item.partial < 0) {
+      if (partial < 0) {
         bf16_t* out = a.out_lat + (t * a.num_heads + h) * kDc + 64 * warp + 2 * tq;
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
@@ -597,7 +535,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) sparse_mqa_tc_kernel(const Spar
               attn_dev::pack_bf16x2(normalize(oacc[mt][nt][2 * half], l), normalize(oacc[mt][nt][2 * half + 1], l));
         }
       } else {
-        float* out = a.partial_out + (static_cast<int64_t>(item.partial) * a.num_heads + h) * kDc + 64 * warp + 2 * tq;
+        float* out = a.partial_out + (static_cast<int64_t>(partial) * a.num_heads + h) * kDc + 64 * warp + 2 * tq;
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
           *reinterpret_cast<float2*>(out + 8 * nt) =
@@ -692,16 +630,18 @@ __global__ void __launch_bounds__(kCombineThreads) sparse_mqa_combine_kernel(con
 // launcher
 // =================================================================================================
 
-enum class SparseImpl { kTc, kSimple };
+enum class SparseImpl { kWgmma, kTc, kSimple };
 
 Status requested_impl(SparseImpl* impl) {
   const char* env = std::getenv("MLA_SPARSE_MQA_IMPL");
-  if (env == nullptr || env[0] == '\0' || std::strcmp(env, "tc") == 0) {
+  if (env == nullptr || env[0] == '\0' || std::strcmp(env, "wgmma") == 0) {
+    *impl = SparseImpl::kWgmma;
+  } else if (std::strcmp(env, "tc") == 0) {
     *impl = SparseImpl::kTc;
   } else if (std::strcmp(env, "simple") == 0) {
     *impl = SparseImpl::kSimple;
   } else {
-    return Status::error(std::string("MLA_SPARSE_MQA_IMPL is '") + env + "' (expected 'tc' or 'simple')");
+    return Status::error(std::string("MLA_SPARSE_MQA_IMPL is '") + env + "' (expected 'wgmma', 'tc' or 'simple')");
   }
   return Status();
 }
@@ -741,23 +681,33 @@ Status launch_sparse_mqa(const SparseMqaParams& p, cudaStream_t stream) {
   const bool cache_vec = aligned_to(p.cache.data, 16) && p.cache.page_stride_bytes % 16 == 0;
 
   if (md.num_items > 0) {
-    SparseImpl impl = SparseImpl::kTc;
+    SparseImpl impl = SparseImpl::kWgmma;
     MLA_RETURN_IF_ERROR(requested_impl(&impl));
     int device = 0, optin = 0;
     MLA_CUDA_CHECK(cudaGetDevice(&device));
     MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    // tc needs: 16-byte cp.async from the cache, 4-byte bf16x2 output stores, 8-byte partial stores,
-    // and the shared memory; otherwise simple runs.
-    const bool use_tc = impl == SparseImpl::kTc && cache_vec && aligned_to(p.out_lat, 4) &&
-                        aligned_to(p.partial_out, 8) && optin >= kSmemTcBytes;
-    const int heads_per_cta = use_tc ? kTcHeads : kSimpleHeads;
+    // wgmma and tc need: 16-byte cp.async from the cache, 4-byte bf16x2 output stores, 8-byte
+    // partial stores, and their shared memory; wgmma also an sm_90a build and device. wgmma falls
+    // back to tc, tc to simple.
+    const bool aligned = cache_vec && aligned_to(p.out_lat, 4) && aligned_to(p.partial_out, 8);
+    bool use_wgmma = false;
+#if MLA_HAVE_WGMMA
+    use_wgmma = impl == SparseImpl::kWgmma && aligned && optin >= sparse_wgmma::smem_bytes() &&
+                sparse_wgmma::runs_on(device);
+#endif
+    const bool use_tc = !use_wgmma && impl != SparseImpl::kSimple && aligned && optin >= kSmemTcBytes;
+    const int heads_per_cta = use_wgmma ? sparse_wgmma::kHeadsPerCta : (use_tc ? kTcHeads : kSimpleHeads);
     args.head_groups = (p.num_heads + heads_per_cta - 1) / heads_per_cta;
     const int64_t blocks = static_cast<int64_t>(md.num_items) * args.head_groups;
     if (blocks > INT_MAX) {
       return Status::error("launch_sparse_mqa: " + std::to_string(blocks) + " CTAs exceed the grid's x limit");
     }
     const dim3 grid(static_cast<unsigned>(blocks));
-    if (use_tc) {
+    if (use_wgmma) {
+#if MLA_HAVE_WGMMA
+      MLA_RETURN_IF_ERROR(sparse_wgmma::launch(args, grid, stream));
+#endif
+    } else if (use_tc) {
       MLA_CUDA_CHECK(cudaFuncSetAttribute(sparse_mqa_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           kSmemTcBytes));
       sparse_mqa_tc_kernel<<<grid, kTcThreads, kSmemTcBytes, stream>>>(args);

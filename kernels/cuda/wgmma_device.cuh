@@ -1,5 +1,5 @@
-// Hopper (sm_90a) building blocks of the warp-specialised attention kernels
-// (dense_mha_wgmma_kernel.cu): warpgroup MMA (wgmma.mma_async) with shared-memory matrix
+// Hopper (sm_90a) building blocks of the wgmma attention kernels (dense_mha_wgmma_kernel.cu,
+// sparse_mqa_wgmma_kernel.cu): warpgroup MMA (wgmma.mma_async) with shared-memory matrix
 // descriptors, mbarriers, named barriers, register reallocation (setmaxnreg), cp.async with zero
 // fill and the async-proxy fence.
 //
@@ -112,6 +112,12 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 __device__ __forceinline__ void named_barrier_sync(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
+// 2^x (MUFU.EX2: about 2 ulp, subnormal results flushed to zero, -inf -> +0).
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 // Orders this thread's earlier generic-proxy shared-memory accesses before later async-proxy ones.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
@@ -206,8 +212,39 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_bt(float (&d)[64], uint32_t 
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "r"(1));
 }
 
+// d (64 x 128 fp32) = A B + (accumulate ? d : 0); A (64 x 16) bf16 in shared memory K-major, B
+// (16 x 128) bf16 in shared memory MN-major (imm-trans-b = 1), both through descriptors.
+__device__ __forceinline__ void wgmma_m64n128k16_ss_bt(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                                       int accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " MLA_WGMMA_ACC64_REGS
+      ", %64, %65, p, 1, 1, 0, 1;\n"
+      "}\n"
+      : MLA_WGMMA_ACC64_OPERANDS(d)
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
 #undef MLA_WGMMA_ACC64_REGS
 #undef MLA_WGMMA_ACC64_OPERANDS
+
+// d (64 x 32 fp32) = A B + (accumulate ? d : 0); A (64 x 16) and B (16 x 32) bf16 in shared
+// memory, both K-major, through descriptors.
+__device__ __forceinline__ void wgmma_m64n32k16_ss(float (&d)[16], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+      ", %16, %17, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
 
 #endif  // MLA_WGMMA_ENABLED
 

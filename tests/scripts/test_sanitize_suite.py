@@ -33,6 +33,14 @@ case "$name" in
     else echo "========= ERROR SUMMARY: 0 errors"; fi
     exit 0 ;;
   dirty*) echo "========= ERROR SUMMARY: 2 errors"; exit 99 ;;
+  racy*)
+    echo "========= Error: Race reported between Read access at gemm_kernel_a+0x940"
+    echo "=========     and Write access at gemm_kernel_a+0x36d0 [1024 hazards]"
+    echo "========= Error: Race reported between Write access at void mla::k<(int)1>(Args)+0x10"
+    echo "========= Error: Race reported between Read access at gemm_kernel_a+0x950"
+    echo "========= RACECHECK SUMMARY: 3 hazards displayed (3 errors, 0 warnings)"; exit 99 ;;
+  crashy*) echo "========= Internal Sanitizer Error: The Sanitizer failed to handle a hardware exception."
+    echo "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"; exit 99 ;;
   broken*) echo "mla-check: invalid scenario"; exit 2 ;;
   slow*) sleep 5; exit 0 ;;
 esac
@@ -108,3 +116,15 @@ def test_no_selected_scenario_is_a_usage_error(fake_env):
     proc, _ = run(tmp_path, env, [])
     assert proc.returncode == 2
     assert "no scenario selected" in proc.stderr
+
+
+def test_racecheck_names_the_racy_kernels_and_a_sanitizer_failure_is_its_own_status(fake_env):
+    tmp_path, env = fake_env
+    proc, rows = run(tmp_path, env, ["racy_a", "crashy_b", "clean_c"], MLA_SANITIZER_TOOLS="racecheck")
+    assert proc.returncode == 1
+    by_name = {r[1]: r for r in rows}
+    assert by_name["racy_a"][2] == "ERRORS"
+    assert by_name["racy_a"][4] == ("RACECHECK SUMMARY: 3 hazards displayed (3 errors, 0 warnings); "
+                                    "in: gemm_kernel_a;void mla::k<(int)1>(Args)")
+    assert by_name["crashy_b"][2] == "TOOL_ERROR"
+    assert by_name["clean_c"][2] == "PASS"

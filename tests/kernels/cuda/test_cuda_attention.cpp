@@ -1,7 +1,7 @@
 // The CUDA backend's attention operations (gemm, sparse_mqa, dense_mha, merge) against the host
-// backend on random inputs, and the CUDA implementations of sparse MQA / dense MHA (`tc`, `simple`,
-// and for dense MHA `wgmma`, the default on Hopper, which falls back to `tc` elsewhere; chosen
-// through MLA_SPARSE_MQA_IMPL / MLA_DENSE_MHA_IMPL) against the host and each other. The two
+// backend on random inputs, and the CUDA implementations of sparse MQA / dense MHA (`wgmma`, the
+// default on Hopper, which falls back to `tc` elsewhere, `tc` and `simple`; chosen through
+// MLA_SPARSE_MQA_IMPL / MLA_DENSE_MHA_IMPL) against the host and each other. The two
 // backends sum in different orders, so outputs are compared with the tolerance of SPEC 8 (abs 1e-3
 // OR rel 2e-2 per element, LSE abs 1e-4); NaN and infinity positions must match. Every buffer
 // lives on both backends with guard zones on both sides that must be unchanged afterwards, outputs
@@ -427,10 +427,12 @@ TEST_F(CudaAttentionTest, SparseMqaMatchesHost) {
         ASSERT_EQ(ref_lse[static_cast<std::size_t>(h)], -kInf) << "host: token 0 has no valid index";
       }
 
-      std::vector<bf16_t> impl_out[2];
-      std::vector<float> impl_lse[2];
-      const char* impls[2] = {"tc", "simple"};
-      for (int i = 0; i < 2; ++i) {
+      // wgmma runs only on sm_90a builds and devices (elsewhere it is tc again).
+      constexpr int kImpls = 3;
+      std::vector<bf16_t> impl_out[kImpls];
+      std::vector<float> impl_lse[kImpls];
+      const char* impls[kImpls] = {"wgmma", "tc", "simple"};
+      for (int i = 0; i < kImpls; ++i) {
         SCOPED_TRACE(std::string("MLA_SPARSE_MQA_IMPL=") + impls[i]);
         ScopedEnv env("MLA_SPARSE_MQA_IMPL", impls[i]);
         d_out->reset_cuda();
@@ -446,8 +448,10 @@ TEST_F(CudaAttentionTest, SparseMqaMatchesHost) {
         expect_close_bf16(ref_out, impl_out[i], name + " out_lat vs host");
         expect_close_f32(ref_lse, impl_lse[i], name + " lse vs host", 1e-4, 0.0);
       }
-      expect_close_bf16(impl_out[1], impl_out[0], name + " out_lat tc vs simple");
-      expect_close_f32(impl_lse[1], impl_lse[0], name + " lse tc vs simple", 1e-4, 0.0);
+      for (int i = 0; i + 1 < kImpls; ++i) {
+        expect_close_bf16(impl_out[kImpls - 1], impl_out[i], name + " out_lat " + impls[i] + " vs simple");
+        expect_close_f32(impl_lse[kImpls - 1], impl_lse[i], name + " lse " + impls[i] + " vs simple", 1e-4, 0.0);
+      }
     }
     d_cache->expect_unchanged("cache");
     d_qn->expect_unchanged("q_nope_lat");
