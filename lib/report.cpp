@@ -126,6 +126,7 @@ std::string report_to_json(const RunReport& r) {
         {"backend", p.backend},
         {"device", p.device},
         {"runtime", p.runtime},
+        {"kernels", p.kernels},
         {"host", p.host},
         {"started_at", p.started_at},
         {"duration_s", p.duration_s},

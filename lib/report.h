@@ -21,6 +21,7 @@ struct Provenance {
   std::string backend;
   std::string device;
   std::string runtime;
+  std::string kernels;     // BackendInfo::kernels: the attention implementations (empty on host)
   std::string host;
   std::string started_at;  // ISO 8601, UTC
   double duration_s = 0.0;

@@ -35,6 +35,7 @@ enum class CheckKind {
   kPack, kGather, kConvert, kLayout,                            // cache path (SPEC 1-3)
   kSparseMqa, kDenseMha, kForward, kEquivalence, kDcp, kDeterminism,  // attention (SPEC 4-5)
 };
+inline constexpr CheckKind kLastCheckKind = CheckKind::kDeterminism;  // for iterating over all
 const char* to_string(CheckKind k);
 std::optional<CheckKind> check_kind_from_string(const std::string& s);
 

@@ -15,7 +15,7 @@ namespace mla {
 namespace {
 
 std::string info_to_json(const BackendInfo& i) {
-  return nlohmann::json{{"name", i.name}, {"device", i.device}, {"runtime", i.runtime}}.dump();
+  return nlohmann::json{{"name", i.name}, {"device", i.device}, {"runtime", i.runtime}, {"kernels", i.kernels}}.dump();
 }
 
 BackendProbe probe_in_process(BackendChoice choice) {
@@ -67,6 +67,7 @@ BackendProbe probe_backend(BackendChoice choice, bool isolate) {
     p.info.name = j.at("info").at("name").get<std::string>();
     p.info.device = j.at("info").at("device").get<std::string>();
     p.info.runtime = j.at("info").at("runtime").get<std::string>();
+    p.info.kernels = j.at("info").at("kernels").get<std::string>();
   } catch (const std::exception& e) {
     p.ok = false;
     p.error = std::string("probing the backend failed: unreadable answer: ") + e.what();

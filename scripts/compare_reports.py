@@ -405,6 +405,9 @@ def provenance_notes(base: Report, new: Report) -> list[str]:
     base_backend, new_backend = base.provenance.get("backend"), new.provenance.get("backend")
     if base_backend and new_backend and base_backend != new_backend:
         notes.append(f"BASE ran on the {base_backend} backend, NEW on {new_backend}")
+    base_kernels, new_kernels = base.provenance.get("kernels"), new.provenance.get("kernels")
+    if base_kernels and new_kernels and base_kernels != new_kernels:
+        notes.append(f"the attention kernels differ (BASE: {base_kernels}; NEW: {new_kernels})")
     for role, report in (("BASE", base), ("NEW", new)):
         if report.provenance.get("injection"):
             notes.append(f"{role} ran with --inject {report.provenance['injection']}")
@@ -570,6 +573,7 @@ METHOD_CONTEXT_KEYS = {
     "mla_l2_flush": "L2 flush",
     "mla_timing": "timing",
     "mla_backend": "backend",
+    "mla_kernels": "attention kernel choice",
 }
 
 

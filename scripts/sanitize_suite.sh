@@ -10,15 +10,18 @@
 # Writes RESULTS_DIR/sanitizer/TOOL/SCENARIO.log and RESULTS_DIR/sanitizer.tsv (tool, scenario,
 # status, seconds, summary line); status is PASS (exit 0 and a zero-error summary), ERRORS (the
 # sanitizer found something: exit 99), TOOL_ERROR (the sanitizer itself failed: "Internal Sanitizer
-# Error", whatever the exit), TIMEOUT, or FAIL (any other exit: mla-check itself failed). For
-# racecheck hazards the summary names the kernels they were found in (cuBLAS's own GEMM kernels,
-# nvjet_*, are reported by racecheck too; they are not ours). Racecheck is run on every kernel: with
+# Error" and no finding of its own before that), TIMEOUT, or FAIL (any other exit: mla-check itself
+# failed). For racecheck hazards the summary names the functions of both accesses (the innermost:
+# often an inlined helper rather than the kernel; cuBLAS's own GEMM kernels, nvjet_*, are reported
+# by racecheck too, and are not ours). Racecheck is run on every kernel: with
 # a --kernel-name or --kernel-name-exclude filter, compute-sanitizer 2025.3.1 failed with "Internal
 # Sanitizer Error: failed to handle a hardware exception" in the forward step (H200, CUDA 13.0).
 # Exit status: 0 when every run is PASS, 1 otherwise, 2 on a usage error.
 #
 # Environment: MLA_BUILD_DIR (build), MLA_SANITIZER_TOOLS ("memcheck racecheck initcheck"),
-# MLA_SANITIZER_TIMEOUT (seconds per process, 900), MLA_JOBS (parallel processes, all cores).
+# MLA_SANITIZER_TIMEOUT (seconds per process, 900), MLA_JOBS (parallel processes, all cores),
+# MLA_SANITIZER_PER_CHECK (1: one process per scenario and check, `mla-check --check CHECK`, logs
+# and rows named SCENARIO.CHECK; for scenarios too slow under a sanitizer to finish in one go).
 set -u -o pipefail
 
 if [[ $# -lt 1 ]]; then
@@ -46,30 +49,47 @@ if ! command -v compute-sanitizer >/dev/null 2>&1; then
 fi
 
 # --list prints "NAME CHECKS FILE" per scenario (names and checks have no spaces; the file may).
-# Each entry here: NAME, a tab, FILE. Logs are named after the scenario (names are unique).
-mapfile -t FILES < <("$CHECK" --list "$@" | sed -nE 's/^([^ ]+) +([^ ]+) +(.+)$/\1\t\3/p')
+# Each entry here: RUN NAME, a tab, the check to run alone (empty: all), a tab, FILE. Logs are
+# named after the run (scenario names are unique).
+PER_CHECK="${MLA_SANITIZER_PER_CHECK:-0}"
+mapfile -t FILES < <("$CHECK" --list "$@" | sed -nE 's/^([^ ]+) +([^ ]+) +(.+)$/\1\t\2\t\3/p' |
+  while IFS=$'\t' read -r name checks file; do
+    if [[ "$PER_CHECK" == 1 ]]; then
+      for c in ${checks//,/ }; do printf '%s.%s\t%s\t%s\n' "$name" "$c" "$c" "$file"; done
+    else
+      printf '%s\t\t%s\n' "$name" "$file"
+    fi
+  done)
 if [[ ${#FILES[@]} -eq 0 ]]; then
   echo "$0: no scenario selected" >&2
   exit 2
 fi
 
-# One run: TOOL "NAME<tab>FILE" -> one TSV row on stdout.
+# One run: TOOL "NAME<tab>CHECK<tab>FILE" -> one TSV row on stdout.
 run_one() {
-  local tool="$1" name="${2%%$'\t'*}" file="${2#*$'\t'}" log start rc secs summary status
+  local tool="$1" name="${2%%$'\t'*}" rest="${2#*$'\t'}" check file log start rc secs summary status only=()
+  check="${rest%%$'\t'*}"  # (not `read`: a tab is IFS white space, an empty field would vanish)
+  file="${rest#*$'\t'}"
+  if [[ -n "$check" ]]; then only=(--check "$check"); fi
   mkdir -p "$RESULTS/sanitizer/$tool"
   log="$RESULTS/sanitizer/$tool/$name.log"
   start=$(date +%s)
   timeout -k 30 "$TIMEOUT" compute-sanitizer --tool "$tool" --error-exitcode 99 \
-    "$CHECK" --backend cuda --no-isolate --quiet --scenario "$file" >"$log" 2>&1
+    "$CHECK" --backend cuda --no-isolate --quiet "${only[@]}" --scenario "$file" >"$log" 2>&1
   rc=$?
   secs=$(( $(date +%s) - start ))
   summary="$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1 | sed 's/^=* *//')"
   if [[ "$tool" == racecheck && "$rc" == 99 ]]; then
     local kernels
-    kernels="$(sed -nE 's/.*Race reported between .* access at (.+)\+0x[0-9a-f]+$/\1/p' "$log" | sort -u | paste -sd ';' -)"
+    # "Error: Race reported between Read access at FN+0x2050 in FILE:LINE" and its "and Write
+    # access at FN+0x20f0 [in FILE:LINE] [24 hazards]" line (no "in" part without line info).
+    kernels="$(sed -nE 's/^=+ +(Error: Race reported between|and) [A-Za-z]+ access at (.+)\+0x[0-9a-f]+( in [^ ]+)?( \[[0-9]+ hazards?\])?$/\2/p' "$log" |
+      sort -u | paste -sd ';' -)"
     [[ -n "$kernels" ]] && summary="$summary; in: $kernels"
   fi
-  if grep -q 'Internal Sanitizer Error' "$log"; then
+  # The sanitizer failed: TOOL_ERROR, unless it had reported a finding of its own before.
+  if grep -q 'Internal Sanitizer Error' "$log" &&
+    ! grep -qE '^=+ +(Error: Race reported|Invalid |Uninitialized )' "$log"; then
     rc=tool
   fi
   case "$rc" in

@@ -276,6 +276,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("mla_backend", info.name);
   benchmark::AddCustomContext("mla_device", info.device);
   if (!info.runtime.empty()) benchmark::AddCustomContext("mla_runtime", info.runtime);
+  if (!info.kernels.empty()) benchmark::AddCustomContext("mla_kernels", info.kernels);
   benchmark::AddCustomContext("mla_sweep", sweep.name + " (" + sweep.source + ")");
   benchmark::AddCustomContext("mla_timing", timer->on_device()
                                                 ? "CUDA events on the backend stream, L2 flushed before each iteration"

@@ -84,7 +84,7 @@ bool resolve_scenario_arg(const std::string& arg, const std::vector<std::string>
 int run(int argc, char** argv) {
   CLI::App app{"mla-check: proves sparse-MLA (fp8_ds_mla) kernels correct against an independent reference.\n"
                "With no arguments, runs every scenario of the shipped suite on the best backend."};
-  std::vector<std::string> scenario_args, exclude_tags;
+  std::vector<std::string> scenario_args, exclude_tags, check_names;
   std::string filter, backend_name = "auto", report_path, inject_name, scenario_dir = default_scenario_dir();
   bool list = false, list_injections = false, version = false, quiet = false, no_isolate = false, verbose = false;
   std::optional<uint64_t> seed;
@@ -94,6 +94,9 @@ int run(int argc, char** argv) {
   app.add_option("--scenario-dir", scenario_dir, "Directory of the shipped suite")->capture_default_str();
   app.add_option("--filter", filter, "Only scenarios whose name matches PATTERN (glob, or substring)");
   app.add_option("--exclude-tag", exclude_tags, "Leave out scenarios with this tag (repeatable), e.g. gpu-only");
+  app.add_option("--check", check_names,
+                 "Run only this check of each scenario (repeatable, e.g. sparse_mqa); scenarios without any of "
+                 "them are left out");
   app.add_flag("--list", list, "List the selected scenarios and exit");
   app.add_option("--backend", backend_name, "auto (GPU when present), host or cuda")
       ->check(CLI::IsMember({"auto", "host", "cuda"}))
@@ -136,6 +139,19 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "\n");
     return kExitUsage;
   }
+  std::vector<CheckKind> only_checks;
+  for (const auto& name : check_names) {
+    const auto k = check_kind_from_string(name);
+    if (!k) {
+      std::fprintf(stderr, "mla-check: --check: unknown check '%s'; known:", name.c_str());
+      for (int i = 0; i <= static_cast<int>(kLastCheckKind); ++i) {
+        std::fprintf(stderr, " %s", to_string(static_cast<CheckKind>(i)));
+      }
+      std::fprintf(stderr, "\n");
+      return kExitUsage;
+    }
+    only_checks.push_back(*k);
+  }
   if (no_isolate && jobs != 1) {
     std::fprintf(stderr, "mla-check: --no-isolate runs every scenario in this process, one at a time: "
                          "it cannot be combined with --jobs %d (leave --jobs at 1)\n", jobs);
@@ -174,7 +190,14 @@ int run(int argc, char** argv) {
     });
     const bool match = !excluded && (filter.empty() || fnmatch(filter.c_str(), s.name.c_str(), 0) == 0 ||
                                      s.name.find(filter) != std::string::npos);
-    if (match) scenarios.push_back(std::move(s));
+    if (!only_checks.empty()) {  // keep the scenario's own order of checks
+      s.checks.erase(std::remove_if(s.checks.begin(), s.checks.end(),
+                                    [&](CheckKind k) {
+                                      return std::find(only_checks.begin(), only_checks.end(), k) == only_checks.end();
+                                    }),
+                     s.checks.end());
+    }
+    if (match && !s.checks.empty()) scenarios.push_back(std::move(s));
   }
   if (list) {
     for (const auto& s : scenarios) {
@@ -185,7 +208,8 @@ int run(int argc, char** argv) {
     return kExitPass;
   }
   if (scenarios.empty()) {
-    std::fprintf(stderr, "mla-check: no scenario matches --filter '%s'\n", filter.c_str());
+    std::fprintf(stderr, "mla-check: no scenario matches --filter '%s'%s\n", filter.c_str(),
+                 only_checks.empty() ? "" : " with one of the --check checks");
     return kExitUsage;
   }
 
@@ -210,6 +234,7 @@ int run(int argc, char** argv) {
   opt.repro_prefix = std::string(argv[0]) + " --backend " + probe.info.name +
                      (inject_name.empty() ? "" : " --inject " + inject_name) +
                      (seed ? " --seed " + std::to_string(*seed) : "");
+  for (CheckKind k : only_checks) opt.repro_prefix += std::string(" --check ") + to_string(k);
   app::ProgressLine progress(stderr);
   if (tty) {
     opt.on_start = [&](size_t i, size_t n, const Scenario& s) { progress.started(i, n, s.name); };
@@ -223,6 +248,7 @@ int run(int argc, char** argv) {
   report.provenance.backend = probe.info.name;
   report.provenance.device = probe.info.device;
   report.provenance.runtime = probe.info.runtime;
+  report.provenance.kernels = probe.info.kernels;
   report.provenance.host = hostname();
   report.provenance.started_at = utc_now_iso8601();
   report.provenance.injection = to_string(*injection);

@@ -24,6 +24,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "kernels/common/attention_params.h"
 #include "kernels/common/status.h"
 
@@ -37,6 +39,13 @@ Status launch_gemm(const GemmParams& p, cudaStream_t stream, cublasHandle_t hand
 // sparse_mqa_kernel.cu: sparse MQA over the fp8_ds_mla cache per work item (one CTA per item and
 // group of heads), then the combine of split tokens. Trusts the metadata (failure mode 4).
 Status launch_sparse_mqa(const SparseMqaParams& p, cudaStream_t stream);
+
+// The implementation ("wgmma", "tc" or "simple") launch_sparse_mqa / launch_dense_mha run on
+// `device` for inputs that meet every alignment condition (mla-bench's and the backends' own
+// buffers do), under the current MLA_SPARSE_MQA_IMPL / MLA_DENSE_MHA_IMPL; an error names a bad
+// value. Lets reports say which kernels ran.
+Status sparse_mqa_implementation(int device, std::string* name);
+Status dense_mha_implementation(int device, std::string* name);
 
 // dense_mha_kernel.cu: varlen dense MHA, bottom-right causal or unmasked, grid sized from the host
 // copies of cu_seqlens (one CTA per request, query tile and head).

@@ -67,7 +67,15 @@ class CudaBackendImpl final : public CudaBackend {
     return Status();
   }
 
-  BackendInfo info() const override { return info_; }
+  // kernels: what the attention launchers choose now (the environment is read at every launch).
+  BackendInfo info() const override {
+    BackendInfo info = info_;
+    std::string sparse, dense;
+    Status st = sparse_mqa_implementation(device_, &sparse);
+    if (st.ok()) st = dense_mha_implementation(device_, &dense);
+    info.kernels = st.ok() ? "sparse_mqa=" + sparse + " dense_mha=" + dense : "error: " + st.message();
+    return info;
+  }
   cudaStream_t stream() const override { return stream_; }
   int device() const override { return device_; }
 

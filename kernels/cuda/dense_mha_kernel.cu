@@ -524,6 +524,32 @@ Status requested_wgmma_debug(dense_wgmma::Debug* debug) {
 
 bool aligned_to(const void* p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; }
 
+// What runs for `impl` (the request) on `device` (`optin` bytes of shared memory per block) with
+// inputs that are (not) `aligned` for the cp.async kernels: wgmma falls back to tc, tc to simple.
+// *no_wgmma says why wgmma does not run (nullptr when it does).
+DenseImpl choose_impl(DenseImpl impl, bool aligned, int device, int optin, const char** no_wgmma) {
+  *no_wgmma = nullptr;
+  if (impl != DenseImpl::kWgmma) {
+    *no_wgmma = "MLA_DENSE_MHA_IMPL selects another implementation";
+  } else if (!aligned) {
+    *no_wgmma = "an input is not 16-byte aligned or a token stride not a multiple of 8";
+  } else {
+#if MLA_HAVE_WGMMA
+    if (optin < dense_wgmma::smem_bytes()) {
+      *no_wgmma = "the device's shared memory per block is too small";
+    } else if (!dense_wgmma::runs_on(device)) {
+      *no_wgmma = "the device is not compute capability 9.0, or the sm_90a kernel does not load there or was "
+                  "not given the 168 registers per thread its setmaxnreg budget assumes";
+    }
+#else
+    (void)device;
+    *no_wgmma = "not built (the configured CUDA architectures do not include 90)";
+#endif
+  }
+  if (*no_wgmma == nullptr) return DenseImpl::kWgmma;
+  return impl != DenseImpl::kSimple && aligned && optin >= kSmemTcBytes ? DenseImpl::kTc : DenseImpl::kSimple;
+}
+
 }  // namespace
 
 Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream) {
@@ -573,30 +599,14 @@ Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream) {
                        aligned_to(p.k_pe, 16) && aligned_to(p.v, 16) && p.q_nope_stride % 8 == 0 &&
                        p.q_pe_stride % 8 == 0 && p.k_nope_stride % 8 == 0 && p.k_pe_stride % 8 == 0 &&
                        p.v_stride % 8 == 0 && aligned_to(p.out, 4);
-  const bool tc_ok = aligned && optin >= kSmemTcBytes;
-  const char* no_wgmma = nullptr;  // why the wgmma kernel does not run
-  if (impl != DenseImpl::kWgmma) {
-    no_wgmma = "MLA_DENSE_MHA_IMPL selects another implementation";
-  } else if (!aligned) {
-    no_wgmma = "an input is not 16-byte aligned or a token stride not a multiple of 8";
-  } else {
-#if MLA_HAVE_WGMMA
-    if (optin < dense_wgmma::smem_bytes()) {
-      no_wgmma = "the device's shared memory per block is too small";
-    } else if (!dense_wgmma::runs_on(device)) {
-      no_wgmma = "the device is not compute capability 9.0, or the sm_90a kernel does not load there or was "
-                 "not given the 168 registers per thread its setmaxnreg budget assumes";
-    }
-#else
-    no_wgmma = "not built (the configured CUDA architectures do not include 90)";
-#endif
-  }
-  const bool wgmma_ok = no_wgmma == nullptr;
+  const char* no_wgmma = nullptr;
+  const DenseImpl chosen = choose_impl(impl, aligned, device, optin, &no_wgmma);
+  const bool wgmma_ok = chosen == DenseImpl::kWgmma;
   if (debug != dense_wgmma::Debug::kNone && !wgmma_ok) {
     return Status::unsupported(std::string("MLA_DENSE_WGMMA_DEBUG needs the wgmma kernel, which does not run: ") +
                                no_wgmma);
   }
-  const bool use_tc = !wgmma_ok && impl != DenseImpl::kSimple && tc_ok;
+  const bool use_tc = chosen == DenseImpl::kTc;
   const int rows_per_cta = wgmma_ok ? dense_wgmma::kRowsPerCta : (use_tc ? kTcRows : kSimpleRows);
   const int64_t q_tiles = (max_q + rows_per_cta - 1) / rows_per_cta;
   const int64_t blocks = q_tiles * p.num_reqs;
@@ -625,6 +635,17 @@ Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream) {
     dense_mha_simple_kernel<<<grid, kSimpleThreads, smem, stream>>>(args);
     MLA_CUDA_CHECK_LAUNCH("dense_mha_simple_kernel");
   }
+  return Status();
+}
+
+Status dense_mha_implementation(int device, std::string* name) {
+  DenseImpl impl = DenseImpl::kWgmma;
+  MLA_RETURN_IF_ERROR(requested_impl(&impl));
+  int optin = 0;
+  MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const char* no_wgmma = nullptr;
+  const DenseImpl chosen = choose_impl(impl, /*aligned=*/true, device, optin, &no_wgmma);
+  *name = chosen == DenseImpl::kWgmma ? "wgmma" : (chosen == DenseImpl::kTc ? "tc" : "simple");
   return Status();
 }
 

@@ -212,8 +212,11 @@ __device__ __forceinline__ void softmax_half(float (&s)[64], float (&m)[2], floa
   }
   // p = exp(s - ref) as 2^(s log2(e) - ref log2(e)): one FMA and one MUFU.EX2 per score (expf
   // costs several more instructions, and the softmax's issue slots are what the tensor cores wait
-  // for). Relative to expf: ~2 ulp from ex2.approx, plus ref log2(e)'s rounding, the same factor
-  // for a whole row (it cancels in out = sum p v / sum p; in lse it is ~1e-7 |ref|).
+  // for). Relative to expf: ~2 ulp from ex2.approx, plus ref log2(e)'s rounding, one factor for
+  // all p of a row while its m stays (in lse: ~1e-7 |m|). Masked scores (-inf) give +0; a row
+  // without a visible key yet has ref = 0. Limit: |m| must stay below FLT_MAX / log2(e) ~ 2.36e38
+  // (ref log2(e) overflows beyond: p = 0, or NaN for m < -2.36e38); scores that large are outside
+  // any bf16 attention and would differ from the host, which mla-check reports.
   const float ref2[2] = {ref[0] * kLog2e, ref[1] * kLog2e};
   float tsum[2] = {0.0f, 0.0f};
 #pragma unroll

@@ -648,6 +648,21 @@ Status requested_impl(SparseImpl* impl) {
 
 bool aligned_to(const void* p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; }
 
+// What runs for `impl` (the request) on `device` (`optin` bytes of shared memory per block) with
+// inputs that are (not) `aligned`. wgmma and tc need 16-byte cp.async from the cache, 4-byte bf16x2
+// output stores, 8-byte partial stores and their shared memory; wgmma also an sm_90a build and
+// device. wgmma falls back to tc, tc to simple.
+SparseImpl choose_impl(SparseImpl impl, bool aligned, int device, int optin) {
+#if MLA_HAVE_WGMMA
+  if (impl == SparseImpl::kWgmma && aligned && optin >= sparse_wgmma::smem_bytes() && sparse_wgmma::runs_on(device)) {
+    return SparseImpl::kWgmma;
+  }
+#else
+  (void)device;
+#endif
+  return impl != SparseImpl::kSimple && aligned && optin >= kSmemTcBytes ? SparseImpl::kTc : SparseImpl::kSimple;
+}
+
 }  // namespace
 
 Status launch_sparse_mqa(const SparseMqaParams& p, cudaStream_t stream) {
@@ -686,16 +701,9 @@ Status launch_sparse_mqa(const SparseMqaParams& p, cudaStream_t stream) {
     int device = 0, optin = 0;
     MLA_CUDA_CHECK(cudaGetDevice(&device));
     MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    // wgmma and tc need: 16-byte cp.async from the cache, 4-byte bf16x2 output stores, 8-byte
-    // partial stores, and their shared memory; wgmma also an sm_90a build and device. wgmma falls
-    // back to tc, tc to simple.
     const bool aligned = cache_vec && aligned_to(p.out_lat, 4) && aligned_to(p.partial_out, 8);
-    bool use_wgmma = false;
-#if MLA_HAVE_WGMMA
-    use_wgmma = impl == SparseImpl::kWgmma && aligned && optin >= sparse_wgmma::smem_bytes() &&
-                sparse_wgmma::runs_on(device);
-#endif
-    const bool use_tc = !use_wgmma && impl != SparseImpl::kSimple && aligned && optin >= kSmemTcBytes;
+    const SparseImpl chosen = choose_impl(impl, aligned, device, optin);
+    const bool use_wgmma = chosen == SparseImpl::kWgmma, use_tc = chosen == SparseImpl::kTc;
     const int heads_per_cta = use_wgmma ? sparse_wgmma::kHeadsPerCta : (use_tc ? kTcHeads : kSimpleHeads);
     args.head_groups = (p.num_heads + heads_per_cta - 1) / heads_per_cta;
     const int64_t blocks = static_cast<int64_t>(md.num_items) * args.head_groups;
@@ -742,6 +750,16 @@ Status launch_sparse_mqa(const SparseMqaParams& p, cudaStream_t stream) {
     }
     MLA_CUDA_CHECK_LAUNCH("sparse_mqa_combine_kernel");
   }
+  return Status();
+}
+
+Status sparse_mqa_implementation(int device, std::string* name) {
+  SparseImpl impl = SparseImpl::kWgmma;
+  MLA_RETURN_IF_ERROR(requested_impl(&impl));
+  int optin = 0;
+  MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const SparseImpl chosen = choose_impl(impl, /*aligned=*/true, device, optin);
+  *name = chosen == SparseImpl::kWgmma ? "wgmma" : (chosen == SparseImpl::kTc ? "tc" : "simple");
   return Status();
 }
 

@@ -33,7 +33,7 @@ std::string host_cpu_model() {
 
 class HostBackend final : public Backend {
  public:
-  BackendInfo info() const override { return BackendInfo{"host", host_cpu_model(), ""}; }
+  BackendInfo info() const override { return BackendInfo{"host", host_cpu_model(), "", ""}; }
 
   // bytes == 0 still returns a distinct, releasable pointer. std::aligned_alloc needs a size
   // that is a multiple of the alignment.

@@ -115,13 +115,43 @@ def test_clean_run_passes_and_report_is_complete(tmp_path):
     assert rep["schema"] == "mla-harness.report/1"
     assert rep["summary"]["verdict"] == "PASS"
     prov = rep["provenance"]
-    for key in ("version", "git_revision", "argv", "backend", "device", "host", "started_at"):
+    for key in ("version", "git_revision", "argv", "backend", "device", "host", "started_at", "kernels"):
         assert key in prov
+    assert prov["kernels"] == ""  # host: no attention kernel choice (it came through the probe's child)
     (scen,) = rep["scenarios"]
     assert scen["name"] == SMALL and SMALL in scen["repro"]
     checks = {c["check"] for c in scen["checks"]}
     assert {"pack", "gather", "convert", "layout"} <= checks
     assert all(c["metrics"]["bit_exact"] for c in scen["checks"] if c["verdict"] == "PASS")
+
+
+def test_check_option_runs_only_the_named_checks_and_repro_keeps_them(tmp_path):
+    out = tmp_path / "r.json"
+    r = run("--backend", "host", "--scenario", SMALL, "--check", "layout", "--check", "pack", "--report", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (scen,) = load_report(out)["scenarios"]
+    # The scenario's own order (pack before layout), sub-checks named after their check.
+    assert [c["check"].split("/")[0] for c in scen["checks"]] == ["pack", "layout"]
+    assert scen["repro"].endswith(" --check layout --check pack --scenario " + scen["file"]), scen["repro"]
+
+
+def test_check_option_selects_scenarios_that_have_the_check():
+    full = run("--list").stdout.splitlines()
+    with_sparse = [line.split()[0] for line in full if "sparse_mqa" in line.split()[1].split(",")]
+    r = run("--list", "--check", "sparse_mqa")
+    assert r.returncode == 0
+    rows = [line.split() for line in r.stdout.splitlines()]
+    assert [row[0] for row in rows] == with_sparse and with_sparse
+    assert all(row[1] == "sparse_mqa" for row in rows)
+
+
+def test_unknown_check_or_no_scenario_with_it_is_bad_usage():
+    r = run("--list", "--check", "nonsense")
+    assert r.returncode == 2
+    assert "nonsense" in r.stderr and "sparse_mqa" in r.stderr
+    r = run("--backend", "host", "--scenario", SMALL, "--check", "dcp")
+    assert r.returncode == 2
+    assert "--check" in r.stderr
 
 
 INJECTIONS = [

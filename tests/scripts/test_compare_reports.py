@@ -528,6 +528,17 @@ def test_json_summary_of_a_benchmark_comparison(tmp_path):
     assert finding["relative"] == pytest.approx(0.2)
 
 
+def test_different_attention_kernels_are_noted_without_failing(tmp_path):
+    base, new = standard_report(), standard_report()
+    base["provenance"]["kernels"] = "sparse_mqa=tc dense_mha=wgmma"
+    new["provenance"]["kernels"] = "sparse_mqa=wgmma dense_mha=wgmma"
+    result = run_compare(tmp_path, base, new)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "the attention kernels differ (BASE: sparse_mqa=tc dense_mha=wgmma; NEW: sparse_mqa=wgmma" in result.stdout
+    del base["provenance"]["kernels"]  # reports from before the field: no note
+    assert "kernels differ" not in run_compare(tmp_path, base, new).stdout
+
+
 def test_benchmark_method_differences_are_noted(tmp_path):
     base = make_bench({"BM_Decode/64": (1000.0, 10.0)})
     new = make_bench({"BM_Decode/64": (900.0, 10.0)})
@@ -538,6 +549,9 @@ def test_benchmark_method_differences_are_noted(tmp_path):
     assert result.returncode == 0  # a speed-up never fails
     assert "L2 flush differs (BASE: 125829120 bytes written" in result.stdout
     assert "device differs" not in result.stdout  # same device: no note
+    base["context"]["mla_kernels"] = "sparse_mqa=tc dense_mha=tc"
+    new["context"]["mla_kernels"] = "sparse_mqa=wgmma dense_mha=wgmma"
+    assert "attention kernel choice differs (BASE: sparse_mqa=tc" in run_compare(tmp_path, base, new).stdout
     # Same method: no note at all.
     result = run_compare(tmp_path, base, base)
     assert "differs" not in result.stdout

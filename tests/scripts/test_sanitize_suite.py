@@ -14,7 +14,7 @@ SCRIPT = ROOT / "scripts" / "sanitize_suite.sh"
 FAKE_CHECK = """#!/usr/bin/env bash
 # --list: NAME CHECKS FILE per scenario (the real format); anything else is never run here.
 if [[ "$1" == --list ]]; then
-  for n in $FAKE_SCENARIOS; do printf '%-20s %-10s %s\\n' "$n" pack "/suite dir/$n.json"; done
+  for n in $FAKE_SCENARIOS; do printf '%-20s %-10s %s\\n' "$n" "${FAKE_CHECKS:-pack}" "/suite dir/$n.json"; done
   exit 0
 fi
 exit 3
@@ -27,20 +27,25 @@ file="${@: -1}"
 name="$(basename "$file" .json)"
 [[ "$file" == "/suite dir/$name.json" ]] || { echo "split path: $file"; exit 8; }
 echo "$tool $name" >>"$FAKE_CALLS"
+[[ -n "${FAKE_ARGS:-}" ]] && echo "${*:10}" >>"$FAKE_ARGS"
 case "$name" in
   clean*)
     if [[ "$tool" == racecheck ]]; then echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
     else echo "========= ERROR SUMMARY: 0 errors"; fi
     exit 0 ;;
   dirty*) echo "========= ERROR SUMMARY: 2 errors"; exit 99 ;;
-  racy*)
+  racy*)  # the formats of compute-sanitizer 2025.3: without line info (cuBLAS) and with it
     echo "========= Error: Race reported between Read access at gemm_kernel_a+0x940"
     echo "=========     and Write access at gemm_kernel_a+0x36d0 [1024 hazards]"
-    echo "========= Error: Race reported between Write access at void mla::k<(int)1>(Args)+0x10"
+    echo "========= Error: Race reported between Write access at mla::st(unsigned int, unsigned int)+0x10 in d.cuh:114"
+    echo "=========     and Read access at mla::ld(unsigned int)+0x20 in d.cuh:110 [1 hazard]"
     echo "========= Error: Race reported between Read access at gemm_kernel_a+0x950"
     echo "========= RACECHECK SUMMARY: 3 hazards displayed (3 errors, 0 warnings)"; exit 99 ;;
   crashy*) echo "========= Internal Sanitizer Error: The Sanitizer failed to handle a hardware exception."
     echo "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"; exit 99 ;;
+  racycrash*) echo "========= Error: Race reported between Read access at k+0x10"
+    echo "========= Internal Sanitizer Error: The Sanitizer failed to handle a hardware exception."
+    echo "========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)"; exit 99 ;;
   broken*) echo "mla-check: invalid scenario"; exit 2 ;;
   slow*) sleep 5; exit 0 ;;
 esac
@@ -120,11 +125,24 @@ def test_no_selected_scenario_is_a_usage_error(fake_env):
 
 def test_racecheck_names_the_racy_kernels_and_a_sanitizer_failure_is_its_own_status(fake_env):
     tmp_path, env = fake_env
-    proc, rows = run(tmp_path, env, ["racy_a", "crashy_b", "clean_c"], MLA_SANITIZER_TOOLS="racecheck")
+    proc, rows = run(tmp_path, env, ["racy_a", "crashy_b", "clean_c", "racycrash_d"], MLA_SANITIZER_TOOLS="racecheck")
     assert proc.returncode == 1
     by_name = {r[1]: r for r in rows}
     assert by_name["racy_a"][2] == "ERRORS"
     assert by_name["racy_a"][4] == ("RACECHECK SUMMARY: 3 hazards displayed (3 errors, 0 warnings); "
-                                    "in: gemm_kernel_a;void mla::k<(int)1>(Args)")
+                                    "in: gemm_kernel_a;mla::ld(unsigned int);mla::st(unsigned int, unsigned int)")
     assert by_name["crashy_b"][2] == "TOOL_ERROR"
     assert by_name["clean_c"][2] == "PASS"
+    assert by_name["racycrash_d"][2] == "ERRORS"  # a finding before the tool failed is still one
+
+
+def test_per_check_runs_one_process_per_scenario_and_check(fake_env):
+    tmp_path, env = fake_env
+    args = tmp_path / "args.txt"
+    proc, rows = run(tmp_path, env, ["clean_a"], MLA_SANITIZER_TOOLS="memcheck", MLA_SANITIZER_PER_CHECK="1",
+                     FAKE_ARGS=str(args), FAKE_CHECKS="pack,layout")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(r[1] for r in rows) == ["clean_a.layout", "clean_a.pack"]
+    assert sorted(args.read_text().splitlines()) == [
+        "--check layout --scenario /suite dir/clean_a.json", "--check pack --scenario /suite dir/clean_a.json"]
+    assert (tmp_path / "results" / "sanitizer" / "memcheck" / "clean_a.pack.log").exists()

@@ -460,6 +460,23 @@ TEST_F(CudaAttentionTest, SparseMqaMatchesHost) {
   }
 }
 
+TEST_F(CudaAttentionTest, BackendInfoNamesTheAttentionKernels) {
+  {
+    ScopedEnv sparse("MLA_SPARSE_MQA_IMPL", "simple");
+    ScopedEnv dense("MLA_DENSE_MHA_IMPL", "simple");
+    EXPECT_EQ(cuda_->info().kernels, "sparse_mqa=simple dense_mha=simple");
+  }
+  {
+    ScopedEnv sparse("MLA_SPARSE_MQA_IMPL", "fastest");
+    const std::string k = cuda_->info().kernels;
+    EXPECT_EQ(k.rfind("error: ", 0), 0u) << k;
+    EXPECT_NE(k.find("MLA_SPARSE_MQA_IMPL"), std::string::npos) << k;
+  }
+  const std::string k = cuda_->info().kernels;  // the defaults: what this device and build run
+  EXPECT_EQ(k.rfind("sparse_mqa=", 0), 0u) << k;
+  EXPECT_NE(k.find(" dense_mha="), std::string::npos) << k;
+}
+
 TEST_F(CudaAttentionTest, SparseMqaRejectsUnknownImplementation) {
   ScopedEnv env("MLA_SPARSE_MQA_IMPL", "fastest");
   std::vector<mla::SparseMqaWorkItem> items(1);
