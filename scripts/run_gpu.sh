@@ -16,6 +16,7 @@
 #   MLA_SANITIZER_TOOLS="memcheck racecheck initcheck"      compute-sanitizer tools to run
 #   MLA_SANITIZER_ARGS=...      mla-check selection under the sanitizers (e.g. --filter X)
 #   MLA_SANITIZER_TIMEOUT=900   seconds per sanitizer process (one per tool and scenario)
+#   MLA_SANITIZER_PER_CHECK=1   one sanitizer process per tool, scenario and check (mla-check --check)
 #   MLA_CHECK_ARGS=...          extra mla-check arguments for the suite run
 #   MLA_INJECT_ARGS=...         extra mla-check arguments for the injection runs (e.g. --scenario X)
 #   MLA_BENCH_ARGS=...          extra mla-bench arguments (e.g. --quick, --benchmark_filter=gather)
