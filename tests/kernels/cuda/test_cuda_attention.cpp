@@ -6,7 +6,7 @@
 // OR rel 2e-2 per element, LSE abs 1e-4); NaN and infinity positions must match. Every buffer
 // lives on both backends with guard zones on both sides that must be unchanged afterwards, outputs
 // are poisoned first, inputs must be unchanged. Shapes cover head counts 16 / 32 / 64 / 128 (not
-// multiples of the 64-head tile too), top-k 64..2048, split and unsplit work plans, invalid
+// multiples of the 64-head tile too), top-k 64..16384, split and unsplit work plans, invalid
 // indices (-1, INT_MIN, past the pool), rows and tiles without a valid index, misaligned query
 // strides, causal and unmasked varlen batches, requests without queries or keys, every LSE merge
 // case and in-place merges. Uses the Backend interface.
@@ -329,6 +329,7 @@ TEST_F(CudaAttentionTest, SparseMqaMatchesHost) {
       {32, 100, 3, 16, 16, 1, 4.0f, "misaligned-q-peaky"},
       {72, 256, 3, 61, 0, 0, 2.0f, "heads-not-multiple-of-64"},
       {128, 2048, 2, 64, 0, 0, 1.0f, "decode-shape"},
+      {32, 16384, 2, 64, 0, 0, 0.5f, "topk-16384"},
   };
   Rng rng(98765);
   for (const SparseCase& c : cases) {
