@@ -81,6 +81,22 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 __device__ __forceinline__ float normalize(float acc, float l) { return l == 0.0f ? 0.0f : __fdiv_rn(acc, l); }
 __device__ __forceinline__ float row_lse(float m, float l) { return l == 0.0f ? -INFINITY : m + logf(l); }
 
+// The online softmax's running row max (SPEC 4): m = max(m, tile_max); returns the factor
+// exp(m_old - m_new) that rescales l and the accumulators, exactly 1 when m did not change. (When it
+// changes, m_new > m_old >= -inf, so m_new is not -inf; the factor is 0 after a row's first valid
+// tile.)
+__device__ __forceinline__ float raise_row_max(float& m, float tile_max) {
+  const float m_new = fmaxf(m, tile_max);
+  if (m_new == m) return 1.0f;
+  const float factor = expf(m - m_new);
+  m = m_new;
+  return factor;
+}
+
+// What p = exp(s - ref) subtracts: the row max, or 0 while the row has no valid score (m = -inf), so
+// that masked scores (-inf) give p = 0 rather than NaN.
+__device__ __forceinline__ float exp_ref(float m) { return m == -INFINITY ? 0.0f : m; }
+
 __device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
 

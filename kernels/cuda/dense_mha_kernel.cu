@@ -198,14 +198,9 @@ __global__ void __launch_bounds__(kSimpleThreads) dense_mha_simple_kernel(const 
       float tmax = fmaxf(fmaxf(-INFINITY, s0), s1);
 #pragma unroll
       for (int o = 16; o > 0; o /= 2) tmax = fmaxf(tmax, __shfl_xor_sync(kFullMask, tmax, o));
-      const float m_old = sm.m[row];
-      const float m_new = fmaxf(m_old, tmax);
-      float factor = 1.0f, m = m_old;
-      if (m_new != m_old) {
-        factor = expf(m_old - (m_new == -INFINITY ? 0.0f : m_new));
-        m = m_new;
-      }
-      const float ref = m == -INFINITY ? 0.0f : m;
+      float m = sm.m[row];
+      const float factor = attn_dev::raise_row_max(m, tmax);
+      const float ref = attn_dev::exp_ref(m);
       const float p0 = v0 ? expf(s0 - ref) : 0.0f;
       const float p1 = v1 ? expf(s1 - ref) : 0.0f;
       sm.score[row][lane] = p0;
@@ -419,14 +414,9 @@ __global__ void __launch_bounds__(kTcThreads) dense_mha_tc_kernel(const DenseArg
     for (int hh = 0; hh < 2; ++hh) {
       tmax[hh] = fmaxf(tmax[hh], __shfl_xor_sync(kFullMask, tmax[hh], 1));
       tmax[hh] = fmaxf(tmax[hh], __shfl_xor_sync(kFullMask, tmax[hh], 2));
-      const float m_new = fmaxf(row_m[hh], tmax[hh]);
-      factor[hh] = 1.0f;
-      if (m_new != row_m[hh]) {
-        factor[hh] = expf(row_m[hh] - (m_new == -INFINITY ? 0.0f : m_new));
-        row_m[hh] = m_new;
-        row_l[hh] *= factor[hh];
-      }
-      ref[hh] = row_m[hh] == -INFINITY ? 0.0f : row_m[hh];
+      factor[hh] = attn_dev::raise_row_max(row_m[hh], tmax[hh]);
+      row_l[hh] *= factor[hh];
+      ref[hh] = attn_dev::exp_ref(row_m[hh]);
     }
     float tsum[2] = {0.0f, 0.0f};
 #pragma unroll

@@ -201,14 +201,9 @@ __device__ __forceinline__ void softmax_half(float (&s)[64], float (&m)[2], floa
   for (int hh = 0; hh < 2; ++hh) {
     tmax[hh] = fmaxf(tmax[hh], __shfl_xor_sync(0xFFFFFFFFu, tmax[hh], 1));
     tmax[hh] = fmaxf(tmax[hh], __shfl_xor_sync(0xFFFFFFFFu, tmax[hh], 2));
-    const float m_new = fmaxf(m[hh], tmax[hh]);
-    factor[hh] = 1.0f;
-    if (m_new != m[hh]) {
-      factor[hh] = expf(m[hh] - (m_new == -INFINITY ? 0.0f : m_new));
-      m[hh] = m_new;
-    }
+    factor[hh] = attn_dev::raise_row_max(m[hh], tmax[hh]);
     l[hh] *= factor[hh];
-    ref[hh] = m[hh] == -INFINITY ? 0.0f : m[hh];
+    ref[hh] = attn_dev::exp_ref(m[hh]);
   }
   // p = exp(s - ref) as 2^(s log2(e) - ref log2(e)): one FMA and one MUFU.EX2 per score (expf
   // costs several more instructions, and the softmax's issue slots are what the tensor cores wait

@@ -184,14 +184,9 @@ __global__ void __launch_bounds__(kSimpleThreads) sparse_mqa_simple_kernel(const
       float tmax = fmaxf(fmaxf(-INFINITY, s0), s1);
 #pragma unroll
       for (int o = 16; o > 0; o /= 2) tmax = fmaxf(tmax, __shfl_xor_sync(kFullMask, tmax, o));
-      const float m_old = sm.m[r];
-      const float m_new = fmaxf(m_old, tmax);
-      float factor = 1.0f, m = m_old;
-      if (m_new != m_old) {
-        factor = expf(m_old - (m_new == -INFINITY ? 0.0f : m_new));
-        m = m_new;
-      }
-      const float ref = m == -INFINITY ? 0.0f : m;
+      float m = sm.m[r];
+      const float factor = attn_dev::raise_row_max(m, tmax);
+      const float ref = attn_dev::exp_ref(m);
       const float p0 = v0 ? expf(s0 - ref) : 0.0f;
       const float p1 = v1 ? expf(s1 - ref) : 0.0f;
       sm.score[r][lane] = p0;
@@ -428,13 +423,9 @@ __global__ void __launch_bounds__(kTcThreads, 1) sparse_mqa_tc_kernel(const Spar
       }
       tmax = fmaxf(tmax, __shfl_xor_sync(kFullMask, tmax, 1));
       tmax = fmaxf(tmax, __shfl_xor_sync(kFullMask, tmax, 2));
-      const float m_new = fmaxf(row_m, tmax);
-      if (m_new != row_m) {
-        factor = expf(row_m - (m_new == -INFINITY ? 0.0f : m_new));
-        row_m = m_new;
-        row_l *= factor;
-      }
-      const float ref = row_m == -INFINITY ? 0.0f : row_m;
+      factor = attn_dev::raise_row_max(row_m, tmax);
+      row_l *= factor;
+      const float ref = attn_dev::exp_ref(row_m);
       float tsum = 0.0f;
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
@@ -576,7 +567,7 @@ __global__ void __launch_bounds__(kCombineThreads) sparse_mqa_combine_kernel(con
   const int64_t H = a.num_heads;
   float m = -INFINITY;
   for (int64_t i = first; i < last; ++i) m = fmaxf(m, a.partial_lse[i * H + h]);
-  const float ref = m == -INFINITY ? 0.0f : m;
+  const float ref = attn_dev::exp_ref(m);
   float total = 0.0f;
   for (int64_t i = first; i < last; ++i) total = __fadd_rn(total, expf(a.partial_lse[i * H + h] - ref));
   bf16_t* out = a.out_lat + (t * H + h) * kDc;

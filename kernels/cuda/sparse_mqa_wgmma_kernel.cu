@@ -169,16 +169,12 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_mqa_wgmma_kernel(const Spa
       s_max[wg * kHeads + row1] = tmax[1];
     }
     __syncthreads();  // B3: both warpgroups' tile maxima visible
-    float factor[2] = {1.0f, 1.0f};
+    float factor[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = half ? row1 : row0;
-      const float m_new = fmaxf(row_m[half], fmaxf(tmax[half], s_max[(1 - wg) * kHeads + row]));
-      if (m_new != row_m[half]) {
-        factor[half] = expf(row_m[half] - (m_new == -INFINITY ? 0.0f : m_new));
-        row_m[half] = m_new;
-        row_l[half] *= factor[half];
-      }
+      factor[half] = attn_dev::raise_row_max(row_m[half], fmaxf(tmax[half], s_max[(1 - wg) * kHeads + row]));
+      row_l[half] *= factor[half];
     }
     float tsum[2] = {0.0f, 0.0f};
     uint8_t* const p_base = smem + kOffP;
@@ -186,7 +182,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_mqa_wgmma_kernel(const Spa
     for (int i = 0; i < 4; ++i) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const float ref = row_m[half] == -INFINITY ? 0.0f : row_m[half];
+        const float ref = attn_dev::exp_ref(row_m[half]);
         const float p0 = expf(s[4 * i + 2 * half] - ref), p1 = expf(s[4 * i + 2 * half + 1] - ref);
         tsum[half] += p0;
         tsum[half] += p1;
