@@ -30,6 +30,7 @@ struct DenseArgs {
   bf16_t* out;           // [total_q, H, 128]
   float* lse;            // [total_q, H]
   int32_t q_tiles;       // query tiles per request in the grid
+  int32_t num_reqs;      // requests (cu_q / cu_k have num_reqs + 1 entries)
 };
 
 }  // namespace mla

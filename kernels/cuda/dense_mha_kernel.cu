@@ -604,6 +604,7 @@ Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream) {
     return Status::error("launch_dense_mha: " + std::to_string(blocks) + " CTAs exceed the grid's x limit");
   }
   args.q_tiles = static_cast<int32_t>(q_tiles);
+  args.num_reqs = p.num_reqs;
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.num_heads));
 
   if (wgmma_ok) {

@@ -31,9 +31,11 @@ int smem_bytes();
 // Clears the runtime error a failed probe leaves.
 bool runs_on(int device);
 
-// One CTA per (request, 128-query tile, head): grid (q_tiles * num_reqs, num_heads); args.q_tiles
-// counts tiles of kRowsPerCta. Contract on top of DenseMhaParams::validate(): every input pointer
-// 16-byte aligned and every token stride a multiple of 8 elements, out 4-byte aligned.
+// The work: one item per (request, 128-query tile, head), `grid` = (q_tiles * num_reqs,
+// num_heads) items (args.q_tiles counts tiles of kRowsPerCta, args.num_reqs the requests); the
+// kernel runs one CTA per item in a 1-D grid. Contract on top of DenseMhaParams::validate(): every
+// input pointer 16-byte aligned and every token stride a multiple of 8 elements (what the TMA
+// tensor maps need), out 4-byte aligned. An error if the driver cannot encode the tensor maps.
 Status launch(const DenseArgs& args, dim3 grid, Debug debug, cudaStream_t stream);
 
 }  // namespace mla::dense_wgmma

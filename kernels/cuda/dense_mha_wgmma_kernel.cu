@@ -1,20 +1,24 @@
 // Dense MHA (SPEC 4.2) for Hopper, `wgmma` implementation: FlashAttention-3-style forward with
-// warpgroup MMA, warp specialisation and register reallocation. Built only for sm_90a
+// warpgroup MMA, TMA loads, warp specialisation and register reallocation. Built only for sm_90a
 // (kernels/CMakeLists.txt); launch_dense_mha (dense_mha_kernel.cu) chooses it. Semantics are those
-// of the host and the `tc` kernel (see dense_mha_kernel.cu), to fp32 accumulation order and
-// exp's last bits (p through ex2.approx, see softmax_half): the
-// kernel loads and multiplies 128-key tiles but runs the online softmax per 64-key half, as the
-// host does per 64-key tile, so m, the bf16 rounding of P and l follow the host step by step.
-// (A 128-key softmax step differs from the host by P's rounding: up to about 2 bf16 ulps of out at
-// scale 0.5, i.e. past the tests' 2e-2 tolerance at scale >= 1.)
+// of the host and the `tc` kernel (see dense_mha_kernel.cu), to fp32 accumulation order and exp's
+// last bits (softmax_tile_masked): the kernel loads and multiplies 128-key tiles but runs the
+// online softmax per 64-key half, as the host does per 64-key tile, so m, the bf16 rounding of P
+// and l follow the host step by step. (A 128-key softmax step differs from the host by P's
+// rounding: up to about 2 bf16 ulps of out at scale 0.5, i.e. past the tests' 2e-2 tolerance at
+// scale >= 1.)
 //
-// CTA (384 threads) = one (request, 128-query tile, head); later query tiles of a request first.
+// CTA (384 threads) = one work item (request, 128-query tile, head; WorkItem: later query tiles of
+// a request first); the kernel loops over items only past the grid's x limit.
 //   warpgroup 0, producer (setmaxnreg 40): warp 0 / 1 load the K tiles of stage 0 / 1, warp 2 / 3
-//     the V tiles of stage 0 / 1, with 16-byte cp.async (zero-filled past the request's keys).
-//     Each warp, per tile: wait until its stage is free (empty mbarrier), issue, wait for its own
-//     copies, fence.proxy.async (the tile is then visible to wgmma), arrive on the full mbarrier.
-//   warpgroups 1, 2, consumers (setmaxnreg 232): query rows 0..63 / 64..127 of the tile. Each
-//     loads its Q rows once (cp.async, fence.proxy.async, named barrier), then per key tile t:
+//     the V tiles of stage 0 / 1; warp 0 also loads Q. Per tile, after the stage's empty mbarrier:
+//     a whole tile is a TMA box per 64-column block (lane 0: arrive.expect_tx on the full
+//     mbarrier, then the boxes; the other lanes arrive); a request's partial last tile is 16-byte
+//     cp.async, zero-filled past its keys (each lane: wait for its copies, fence.proxy.async,
+//     arrive). Q: TMA boxes on the q_full mbarrier (rows past the request are the next request's
+//     rows or zeros, computed and never stored; rows are independent in S, softmax and P V).
+//   warpgroups 1, 2, consumers (setmaxnreg 232): query rows 0..63 / 64..127 of the tile. After
+//     q_full, per key tile t:
 //       issue  O += P_{t-1}[keys 0..63] V           4 x wgmma m64n128k16, A = P from registers,
 //                                                     B = V from shared memory (MN-major, transposed)
 //       issue  S_t = Q K_t^T                        12 x wgmma m64n128k16, A = Q and B = K from
@@ -23,34 +27,41 @@
 //       issue  O += P_{t-1}[keys 64..127] V         4 x wgmma
 //       wait for S_t (release K_t's stage); softmax of S_t (both halves) while that P V runs;
 //       wait for it (release V_{t-1}'s stage); O *= factor of the first half of tile t; P_t = bf16(p).
-//   Online softmax per row on the S accumulators (4 lanes share a row: quad shuffles), in fp32
-//   with p = 2^(s log2 e - m log2 e) (ex2.approx; expf for the rescale factors), masked (causal
-//   and past the request's keys) only on the halves that need it; l sums the fp32 p.
-//   out = bf16(O / l) (IEEE division), lse = m + logf(l); no visible key: 0 and -inf. Rows past
-//   the request are computed on zero Q rows and not stored. A warpgroup whose rows need fewer key
-//   tiles than the CTA's other one waits for and releases the rest without computing.
+//     After its last S the warpgroup releases Q (q_empty: what a loop over items waits for).
+//   Online softmax per row on the S accumulators (4 lanes share a row: quad shuffles), in fp32,
+//   p = 2^(s scale log2 e - m log2 e) (ex2.approx; expf for the rescale factors), masked (causal
+//   and past the request's keys) only on the halves that need it; l sums the fp32 p; O's rescale is
+//   skipped where every factor of the warp is 1.
+//   out = bf16(O / l) (IEEE division), lse = m + logf(l); no visible key: 0 and -inf. A warpgroup
+//   whose rows need fewer key tiles than the CTA's other one waits for and releases the rest
+//   without computing.
 //
-// Shared memory (dynamic, 214,080 bytes, one CTA per SM), every tile in 128-byte-swizzled column
-// blocks of [128 rows][64 bf16] = 16 KiB (layout and descriptors: wgmma_device.cuh):
+// Shared memory (dynamic, 214,096 bytes, one CTA per SM), every tile in 128-byte-swizzled column
+// blocks of [128 rows][64 bf16] = 16 KiB, the layout of TMA's 128-byte swizzle (descriptors:
+// wgmma_device.cuh):
 //   Q [128][192] 3 blocks | K[2] [128 keys][192] 3 blocks each | V[2] [128 keys][128] 2 blocks each |
-//   8 mbarriers (k_full, k_empty, v_full, v_empty per stage) | + up to 1 KiB to align the base.
+//   10 mbarriers (k_full, k_empty, v_full, v_empty per stage; q_full, q_empty) | + up to 1 KiB to
+//   align the base.
 // Descriptors: Q / K K-major (SBO 1024, LBO unused = 16; k16 step kk: + 16 KiB * (kk / 4) +
 // 32 B * (kk % 4)); V MN-major (SBO 1024 = next 8 keys, LBO 16 KiB = next 64 value columns;
 // k16 step kk: + 2 KiB * kk).
 //
-// Measured on an H200 (docs/performance.md, fourth session): exp2 instead of expf took causal 8k
-// from 360 to 428 TFLOP/s. Ping-pong of the two consumer warpgroups (named barriers: one issues its
-// GEMMs for tile t, P V halves included, then passes the turn) was correct but slower (351), alone
-// and with exp2 (424): the turn is held across the wait for the first P V half. Toward FA3 speed
-// (not done here): TMA loads into the same layout (the producer shrinks to one thread), a ping-pong
-// that passes the turn before that wait, 3 consumer warpgroups (192 rows) to cut the K/V traffic
-// per FLOP.
+// Measured on an H200 (docs/performance.md): causal 8k 360 TFLOP/s with expf, 427 with exp2
+// (fourth session); then (fifth session) 441 with the scale folded into the exp's FMA and the
+// rescale skip, 535 with TMA and the two halves' softmax side by side. Tried and dropped: ping-pong
+// of the consumer warpgroups (named-barrier turns; no gain with cp.async or with TMA), a persistent
+// grid (slower, see launch()). The softmax is the consumers' critical path (ncu: most of their
+// stall samples on its FMNMX / MUFU / FADD chains, few on the tensor cores).
 #include "kernels/cuda/dense_mha_wgmma.h"
 
+#include <cuda.h>
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>
 
+#include <climits>
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 #include "kernels/common/attention_params.h"
 #include "kernels/cuda/attention_device.cuh"
@@ -81,13 +92,13 @@ constexpr int kOffQ = 0;
 constexpr int kOffK = kOffQ + kQBytes;
 constexpr int kOffV = kOffK + 2 * kKBytes;
 constexpr int kOffBar = kOffV + 2 * kVBytes;
-constexpr int kBarBytes = 8 * 8;  // 8 mbarriers
+constexpr int kBarBytes = 10 * 8;  // 10 mbarriers
 constexpr int kSmemBytes = 1024 + kOffBar + kBarBytes;
 constexpr int kEmptyArrivals = 4 * kConsumerWgs;  // lane 0 of every consumer warp
 constexpr int kFullArrivals = 32;                 // every lane of the loading warp
-static_assert(kSmemBytes == 214080, "one CTA per SM, within the 227 KiB opt-in limit");
+static_assert(kSmemBytes == 214096, "one CTA per SM, within the 227 KiB opt-in limit");
 static_assert(kRows == 64 * kConsumerWgs && kKeys == 128 && kDv == 128, "m64n128 tiles: S and O are 64 x 128");
-static_assert(kKeys == 2 * kSoftmaxKeys, "two softmax halves per key tile (softmax_half, issue_pv)");
+static_assert(kKeys == 2 * kSoftmaxKeys, "two softmax halves per key tile (softmax_tile_masked, issue_pv)");
 // Registers per thread at launch (__launch_bounds__(384, 1): 65536 / 384 rounded down to 8; ptxas
 // allocates exactly this, runs_on() checks it). The CTA's register pool gets what the producer
 // releases and must cover what the consumers ask for, or setmaxnreg.inc waits forever.
@@ -101,6 +112,15 @@ __host__ __device__ constexpr uint32_t bar_k_full(int s) { return kOffBar + 8 * 
 __host__ __device__ constexpr uint32_t bar_k_empty(int s) { return kOffBar + 16 + 8 * s; }
 __host__ __device__ constexpr uint32_t bar_v_full(int s) { return kOffBar + 32 + 8 * s; }
 __host__ __device__ constexpr uint32_t bar_v_empty(int s) { return kOffBar + 48 + 8 * s; }
+__host__ __device__ constexpr uint32_t bar_q_full() { return kOffBar + 64; }
+__host__ __device__ constexpr uint32_t bar_q_empty() { return kOffBar + 72; }
+
+// TMA tensor maps of the inputs, all bf16 with 128-byte swizzle and boxes of 64 elements x 128
+// tokens: q_nope, q_pe, k_nope and v as [tokens][H][width] (box 64 x 1 head x 128), k_pe as
+// [total_k][64] (box 64 x 128). One box fills one swizzled column block, as load_rows does.
+struct TmaMaps {
+  CUtensorMap q_nope, q_pe, k_nope, k_pe, v;
+};
 
 struct Range {
   int64_t begin;
@@ -177,76 +197,103 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[32]
   }
 }
 
-// One online-softmax step of the host (a tile of 64 keys: kAttentionTile) on half `kHalf` of the
-// S accumulators (this thread: rows g and g + 8 of its warp; s[4 i + c] = (row c >> 1, key
-// 8 i + 2 t + (c & 1)), i = 8 kHalf .. 8 kHalf + 7). With kMask, keys with 8 i + (c & 1) >= lim[row]
-// are masked (lim = visible keys - start of the 128-key tile - 2 t). On return those s hold the
-// fp32 p, m / l are updated and factor[row] = exp(m_old - m_new) (1 when m is unchanged): the
-// caller multiplies O by it before adding this half's P V.
-template <int kHalf, bool kMask>
-__device__ __forceinline__ void softmax_half(float (&s)[64], float (&m)[2], float (&l)[2], float (&factor)[2],
-                                             float scale, int lim0, int lim1) {
-  constexpr int kBegin = 32 * kHalf, kEnd = kBegin + 32;
-  float tmax[2] = {-INFINITY, -INFINITY};
+// The online softmax of one 128-key tile starting at key `key0`: the host's two 64-key steps
+// (kAttentionTile), computed side by side. This thread holds rows g and g + 8 of its warp:
+// s[4 i + c] = (row c >> 1, key 8 i + 2 tq + (c & 1)); keys 0..63 are i < 8 (half 0), 64..127
+// i >= 8 (half 1). Both halves' maxima first, then m after each half, then every p, then l, so
+// the shuffles and rescale-factor exps of the halves overlap instead of forming one chain. On
+// return s holds the fp32 p (masked keys: 0), m / l are the host's after both steps, and factor_a /
+// factor_b = exp(m_old - m_new) of each step (1 when m is unchanged): O is multiplied by factor_a
+// before half 0's P V and by factor_b before half 1's. l's fp32 sum runs in another order than the
+// host's (as the quad shuffles already did).
+//   Scale: the maxima are taken over the unscaled scores and then scaled (scale > 0, validated:
+//   rounding is monotonic, so this is the host's max of the scaled scores), and the scale folds into
+//   the exp's FMA: p = 2^(s (scale log2 e) - m log2 e), one FFMA and one MUFU.EX2 per score.
+//   Relative to exp(scale s - m): ~2 ulp from ex2.approx plus the rounding of scale log2 e and of
+//   m log2 e (one factor for all p of a row while its m stays; in lse ~1e-7 |m|). Masked scores
+//   (-inf) give +0; a row without a visible key yet has ref = 0 (exp_ref). Limit: |m| must stay
+//   below FLT_MAX / log2(e) ~ 2.36e38 (beyond, m log2 e overflows: p = 0, or NaN for m < -2.36e38);
+//   scores that large are outside any bf16 attention and would differ from the host, which
+//   mla-check reports.
+//   Masks (kMask0 / kMask1 for the halves that need one): key 8 i + (c & 1) >= lim[row] is masked,
+//   lim = the row's visible keys - key0 - 2 tq.
+template <bool kMask0, bool kMask1>
+__device__ __forceinline__ void softmax_tile_masked(float (&s)[64], float (&m)[2], float (&l)[2], float (&factor_a)[2],
+                                                    float (&factor_b)[2], float scale, int lim0, int lim1) {
+  constexpr int kParts = 2;  // independent partial maxima / sums per (half, row): short chains
+  float pmax[2][2][kParts];  // [half][row][part]
 #pragma unroll
-  for (int e = kBegin; e < kEnd; ++e) {
-    const int c = e & 3;
-    float x = s[e] * scale;
-    if (kMask && 8 * (e >> 2) + (c & 1) >= (c < 2 ? lim0 : lim1)) x = -INFINITY;
+  for (int i = 0; i < 2 * 2 * kParts; ++i) (&pmax[0][0][0])[i] = -INFINITY;
+#pragma unroll
+  for (int e = 0; e < 64; ++e) {
+    const int half = e >> 5, c = e & 3;
+    const bool mask = half == 0 ? kMask0 : kMask1;
+    float x = s[e];
+    if (mask && 8 * (e >> 2) + (c & 1) >= (c < 2 ? lim0 : lim1)) x = -INFINITY;
     s[e] = x;
-    tmax[c >> 1] = fmaxf(tmax[c >> 1], x);
+    pmax[half][c >> 1][(e >> 2) % kParts] = fmaxf(pmax[half][c >> 1][(e >> 2) % kParts], x);
   }
-  float ref[2];
+  float tmax[2][2];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) tmax[i >> 1][i & 1] = fmaxf(pmax[i >> 1][i & 1][0], pmax[i >> 1][i & 1][1]);
+#pragma unroll
+  for (int d = 1; d <= 2; d *= 2) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) tmax[i >> 1][i & 1] = fmaxf(tmax[i >> 1][i & 1], __shfl_xor_sync(0xFFFFFFFFu, tmax[i >> 1][i & 1], d));
+  }
+  float ref2[2][2];  // [half][row]: m log2 e after that half's step
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
-    tmax[hh] = fmaxf(tmax[hh], __shfl_xor_sync(0xFFFFFFFFu, tmax[hh], 1));
-    tmax[hh] = fmaxf(tmax[hh], __shfl_xor_sync(0xFFFFFFFFu, tmax[hh], 2));
-    factor[hh] = attn_dev::raise_row_max(m[hh], tmax[hh]);
-    l[hh] *= factor[hh];
-    ref[hh] = attn_dev::exp_ref(m[hh]);
+    factor_a[hh] = attn_dev::raise_row_max(m[hh], tmax[0][hh] * scale);
+    ref2[0][hh] = attn_dev::exp_ref(m[hh]) * kLog2e;
+    factor_b[hh] = attn_dev::raise_row_max(m[hh], tmax[1][hh] * scale);
+    ref2[1][hh] = attn_dev::exp_ref(m[hh]) * kLog2e;
   }
-  // p = exp(s - ref) as 2^(s log2(e) - ref log2(e)): one FMA and one MUFU.EX2 per score (expf
-  // costs several more instructions, and the softmax's issue slots are what the tensor cores wait
-  // for). Relative to expf: ~2 ulp from ex2.approx, plus ref log2(e)'s rounding, one factor for
-  // all p of a row while its m stays (in lse: ~1e-7 |m|). Masked scores (-inf) give +0; a row
-  // without a visible key yet has ref = 0. Limit: |m| must stay below FLT_MAX / log2(e) ~ 2.36e38
-  // (ref log2(e) overflows beyond: p = 0, or NaN for m < -2.36e38); scores that large are outside
-  // any bf16 attention and would differ from the host, which mla-check reports.
-  const float ref2[2] = {ref[0] * kLog2e, ref[1] * kLog2e};
-  float tsum[2] = {0.0f, 0.0f};
+  const float mul = scale * kLog2e;
+  float psum[2][2][kParts];
 #pragma unroll
-  for (int e = kBegin; e < kEnd; ++e) {
-    const float p = wgmma::ex2_approx(fmaf(s[e], kLog2e, -ref2[(e >> 1) & 1]));
-    tsum[(e >> 1) & 1] += p;
+  for (int i = 0; i < 2 * 2 * kParts; ++i) (&psum[0][0][0])[i] = 0.0f;
+#pragma unroll
+  for (int e = 0; e < 64; ++e) {
+    const int half = e >> 5, row = (e >> 1) & 1;
+    const float p = wgmma::ex2_approx(fmaf(s[e], mul, -ref2[half][row]));
+    psum[half][row][(e >> 2) % kParts] += p;
     s[e] = p;
   }
+  float tsum[2][2];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) tsum[i >> 1][i & 1] = psum[i >> 1][i & 1][0] + psum[i >> 1][i & 1][1];
+#pragma unroll
+  for (int d = 1; d <= 2; d *= 2) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) tsum[i >> 1][i & 1] += __shfl_xor_sync(0xFFFFFFFFu, tsum[i >> 1][i & 1], d);
+  }
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
-    tsum[hh] += __shfl_xor_sync(0xFFFFFFFFu, tsum[hh], 1);
-    tsum[hh] += __shfl_xor_sync(0xFFFFFFFFu, tsum[hh], 2);
-    l[hh] += tsum[hh];
+    l[hh] = l[hh] * factor_a[hh] + tsum[0][hh];
+    l[hh] = l[hh] * factor_b[hh] + tsum[1][hh];
   }
 }
 
-// Both halves of a 128-key tile starting at key `key0` (masked where a row's visible keys end
-// inside it): factor_a / factor_b are the rescale factors of O before the first / second half's P V.
+// softmax_tile_masked with the masks the tile needs: a half is masked where the warpgroup's first
+// row (the fewest visible keys, vis_first) does not see all of it.
 __device__ __forceinline__ void softmax_tile(float (&s)[64], float (&m)[2], float (&l)[2], float (&factor_a)[2],
                                              float (&factor_b)[2], float scale, int key0, int vis_first, int vis_lo,
                                              int vis_hi, int tq) {
   const int lim0 = vis_lo - key0 - 2 * tq, lim1 = vis_hi - key0 - 2 * tq;
   if (key0 + 64 > vis_first) {
-    softmax_half<0, true>(s, m, l, factor_a, scale, lim0, lim1);
+    softmax_tile_masked<true, true>(s, m, l, factor_a, factor_b, scale, lim0, lim1);
+  } else if (key0 + 128 > vis_first) {
+    softmax_tile_masked<false, true>(s, m, l, factor_a, factor_b, scale, lim0, lim1);
   } else {
-    softmax_half<0, false>(s, m, l, factor_a, scale, lim0, lim1);
-  }
-  if (key0 + 128 > vis_first) {
-    softmax_half<1, true>(s, m, l, factor_b, scale, lim0, lim1);
-  } else {
-    softmax_half<1, false>(s, m, l, factor_b, scale, lim0, lim1);
+    softmax_tile_masked<false, false>(s, m, l, factor_a, factor_b, scale, lim0, lim1);
   }
 }
 
+// O *= factor per row; skipped when no row of the warp raised its max (every factor exactly 1: the
+// identity), which after the first tiles is the common case.
 __device__ __forceinline__ void scale_rows(float (&o)[64], const float (&factor)[2]) {
+  if (!__any_sync(0xFFFFFFFFu, factor[0] != 1.0f || factor[1] != 1.0f)) return;
 #pragma unroll
   for (int i = 0; i < 64; ++i) o[i] *= factor[(i >> 1) & 1];
 }
@@ -256,34 +303,47 @@ __device__ __forceinline__ void pack_p(uint32_t (&p)[32], const float (&s)[64]) 
   for (int j = 0; j < 32; ++j) p[j] = pack_bf16x2(s[2 * j], s[2 * j + 1]);
 }
 
+// One work item: a (request, 128-query tile, head), numbered tile-major within a request (later
+// query tiles first: the longest causal rows start first), then requests, then heads. CTA c takes
+// item c (and c + gridDim.x, ... past the grid's x limit), so that the CTAs running at once share
+// their heads' K / V in L2.
+struct WorkItem {
+  int r, h, i0;   // request, head, first query row of the tile (in the request)
+  Range rq, rk;   // the request's queries and keys
+  int rows;       // query rows of the tile (<= 0: empty item, every role skips it)
+  int n_kt;       // key tiles the CTA loads (those its last row sees)
+};
+
+template <Debug kDebug>
+__device__ __forceinline__ WorkItem work_item(const DenseArgs& a, int64_t w) {
+  const int64_t per_head = static_cast<int64_t>(a.q_tiles) * a.num_reqs;
+  WorkItem it;
+  const int x = static_cast<int>(w % per_head);
+  it.h = static_cast<int>(w / per_head);
+  it.r = x / a.q_tiles;
+  const int tile = a.q_tiles - 1 - x % a.q_tiles;
+  it.rq = request_range(a.cu_q, it.r, a.total_q);
+  it.rk = request_range(a.cu_k, it.r, a.total_k);
+  it.i0 = tile * kRows;
+  it.rows = it.rq.count - it.i0 < kRows ? it.rq.count - it.i0 : kRows;
+  it.n_kt = 0;
+  if (it.rows > 0) {
+    it.n_kt = (visible_keys(a.causal, it.i0 + it.rows - 1, it.rq.count, it.rk.count) + kKeys - 1) / kKeys;
+    if constexpr (kDebug != Debug::kNone) it.n_kt = it.rk.count > 0 ? 1 : 0;
+  }
+  return it;
+}
+
 #endif  // MLA_WGMMA_ENABLED
 
 template <Debug kDebug>
-__global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const DenseArgs a) {
+__global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const DenseArgs a, const __grid_constant__ TmaMaps maps) {
 #if MLA_WGMMA_ENABLED
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t sbase = (wgmma::smem_u32(smem_raw) + 1023u) & ~1023u;
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
-  const int r = blockIdx.x / a.q_tiles, tile = a.q_tiles - 1 - static_cast<int>(blockIdx.x % a.q_tiles);
-  const int h = blockIdx.y;
   const int64_t H = a.num_heads;
-  const Range rq = request_range(a.cu_q, r, a.total_q);
-  const Range rk = request_range(a.cu_k, r, a.total_k);
-  const int nq = rq.count, nk = rk.count;
-  const int i0 = tile * kRows;
-  if (i0 >= nq) return;
-  const int rows = nq - i0 < kRows ? nq - i0 : kRows;
-  int n_kt = (visible_keys(a.causal, i0 + rows - 1, nq, nk) + kKeys - 1) / kKeys;
-  if constexpr (kDebug != Debug::kNone) n_kt = nk > 0 ? 1 : 0;
-
-  if (n_kt == 0) {  // no row of the tile sees a key: out 0, lse -inf
-    for (int i = tid; i < rows * (kDv / 2); i += kThreads) {
-      const int64_t t = rq.begin + i0 + i / (kDv / 2);
-      reinterpret_cast<uint32_t*>(a.out + (t * H + h) * kDv)[i % (kDv / 2)] = 0u;
-    }
-    for (int i = tid; i < rows; i += kThreads) a.lse[(rq.begin + i0 + i) * H + h] = -INFINITY;
-    return;
-  }
+  const int64_t items = static_cast<int64_t>(a.q_tiles) * a.num_reqs * a.num_heads;
 
   if (tid == 0) {
 #pragma unroll
@@ -293,8 +353,14 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
       wgmma::mbar_init(sbase + bar_k_empty(s), kEmptyArrivals);
       wgmma::mbar_init(sbase + bar_v_empty(s), kEmptyArrivals);
     }
+    wgmma::mbar_init(sbase + bar_q_full(), 1);
+    wgmma::mbar_init(sbase + bar_q_empty(), kEmptyArrivals);
   }
   __syncthreads();
+
+  // Key tile t of an item is the CTA's key tile g = g_base + t (g_base: the key tiles of its earlier
+  // items): stage g & 1, and the (g >> 1)-th use of that stage, whose phase parity is (g >> 1) & 1.
+  // The Q buffer's n-th use (n-th non-empty item) has parity n & 1.
 
   // ---------------------------------------------------------------- producer warpgroup
   if (wg == 0) {
@@ -304,170 +370,218 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
     const uint32_t dst = sbase + (is_v ? kOffV + stage * kVBytes : kOffK + stage * kKBytes);
     const uint32_t full = sbase + (is_v ? bar_v_full(stage) : bar_k_full(stage));
     const uint32_t empty = sbase + (is_v ? bar_v_empty(stage) : bar_k_empty(stage));
-    for (int t = stage; t < n_kt; t += 2) {
-      if (t >= 2) wgmma::mbar_wait(empty, ((t >> 1) - 1) & 1);  // consumers released tile t - 2
-      const int64_t tok = rk.begin + static_cast<int64_t>(t) * kKeys;
-      const int valid = rk.count - t * kKeys;  // keys of the tile inside the request
-      if (is_v) {
-        load_rows<kDv / 8>(dst, a.v + tok * a.v_stride + h * kDv, a.v_stride, valid, a.v, lane);
-      } else {
-        load_rows<kDn / 8>(dst, a.k_nope + tok * a.k_nope_stride + h * kDn, a.k_nope_stride, valid, a.k_nope, lane);
-        load_rows<kDr / 8>(dst + 2 * kBlockBytes, a.k_pe + tok * a.k_pe_stride, a.k_pe_stride, valid, a.k_pe, lane);
+    int64_t g_base = 0;
+    int uses = 0;  // non-empty items so far
+    for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
+      const WorkItem it = work_item<kDebug>(a, w);
+      if (it.rows <= 0) continue;
+      if (warp == 0) {
+        // The item's Q rows (past the request: the next request's rows, or zeros past total_q;
+        // their outputs are never stored), once both consumers' last S of the previous item is done.
+        if (uses > 0) wgmma::mbar_wait(sbase + bar_q_empty(), (uses - 1) & 1);
+        if (lane == 0) {
+          const uint32_t q_full = sbase + bar_q_full();
+          const int row = static_cast<int>(it.rq.begin + it.i0);
+          wgmma::mbar_arrive_expect_tx(q_full, kQBytes);
+          wgmma::tma_load_3d(sbase + kOffQ, &maps.q_nope, 0, it.h, row, q_full);
+          wgmma::tma_load_3d(sbase + kOffQ + kBlockBytes, &maps.q_nope, 64, it.h, row, q_full);
+          wgmma::tma_load_3d(sbase + kOffQ + 2 * kBlockBytes, &maps.q_pe, 0, it.h, row, q_full);
+        }
       }
-      wgmma::cp_async_commit();
-      wgmma::cp_async_wait_all();
-      wgmma::fence_proxy_async();
-      wgmma::mbar_arrive(full);
+      ++uses;
+      for (int t = 0; t < it.n_kt; ++t) {
+        const int64_t g = g_base + t;
+        if ((g & 1) != stage) continue;
+        if (g >= 2) wgmma::mbar_wait(empty, ((g >> 1) - 1) & 1);  // consumers released tile g - 2
+        const int64_t tok = it.rk.begin + static_cast<int64_t>(t) * kKeys;
+        const int valid = it.rk.count - t * kKeys;  // keys of the tile inside the request
+        if (valid >= kKeys) {
+          // A whole tile: lane 0 issues the boxes, the other lanes only arrive (the phase also
+          // waits for the bytes).
+          if (lane == 0) {
+            wgmma::mbar_arrive_expect_tx(full, is_v ? kVBytes : kKBytes);
+            const int row = static_cast<int>(tok);
+            if (is_v) {
+              wgmma::tma_load_3d(dst, &maps.v, 0, it.h, row, full);
+              wgmma::tma_load_3d(dst + kBlockBytes, &maps.v, 64, it.h, row, full);
+            } else {
+              wgmma::tma_load_3d(dst, &maps.k_nope, 0, it.h, row, full);
+              wgmma::tma_load_3d(dst + kBlockBytes, &maps.k_nope, 64, it.h, row, full);
+              wgmma::tma_load_2d(dst + 2 * kBlockBytes, &maps.k_pe, 0, row, full);
+            }
+          } else {
+            wgmma::mbar_arrive(full);
+          }
+          continue;
+        }
+        // A request's partial last tile: cp.async with zero fill past its keys (the next request's
+        // keys there could hold Inf / NaN, and 0 * Inf would reach O through P V).
+        if (is_v) {
+          load_rows<kDv / 8>(dst, a.v + tok * a.v_stride + it.h * kDv, a.v_stride, valid, a.v, lane);
+        } else {
+          load_rows<kDn / 8>(dst, a.k_nope + tok * a.k_nope_stride + it.h * kDn, a.k_nope_stride, valid, a.k_nope, lane);
+          load_rows<kDr / 8>(dst + 2 * kBlockBytes, a.k_pe + tok * a.k_pe_stride, a.k_pe_stride, valid, a.k_pe, lane);
+        }
+        wgmma::cp_async_commit();
+        wgmma::cp_async_wait_all();
+        wgmma::fence_proxy_async();
+        wgmma::mbar_arrive(full);
+      }
+      g_base += it.n_kt;
     }
     return;
   }
 
   // ---------------------------------------------------------------- consumer warpgroups
   wgmma::setmaxnreg_inc<kConsumerRegs>();
-  const int cw = wg - 1;             // rows 64 cw .. 64 cw + 63 of the tile
-  const int ctid = tid - 128 * wg;   // 0..127
+  const int cw = wg - 1;  // rows 64 cw .. 64 cw + 63 of each tile
   const int g = lane / 4, tq = lane % 4;
   const int row_lo = 64 * cw + 16 * warp + g;  // this thread's rows (tile-local): row_lo, row_lo + 8
-  const int wg_rows = rows - 64 * cw < 0 ? 0 : (rows - 64 * cw > 64 ? 64 : rows - 64 * cw);
-  int n_kt_wg = wg_rows == 0 ? 0 : (visible_keys(a.causal, i0 + 64 * cw + wg_rows - 1, nq, nk) + kKeys - 1) / kKeys;
-  if constexpr (kDebug != Debug::kNone) n_kt_wg = wg_rows == 0 ? 0 : n_kt;
+  const uint64_t q_desc = wgmma::desc_sw128(sbase + kOffQ + 64 * cw * 128, 16, 1024);
+  const uint64_t k_desc0 = wgmma::desc_sw128(sbase + kOffK, 16, 1024);
+  const uint64_t v_desc0 = wgmma::desc_sw128(sbase + kOffV, kBlockBytes, 1024);
+  const uint64_t k_stage_step = kKBytes >> 4, v_stage_step = kVBytes >> 4;
+  const float scale = a.scale;
+  int64_t g_base = 0;
+  int uses = 0;
+  for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
+    const WorkItem it = work_item<kDebug>(a, w);
+    if (it.rows <= 0) continue;
+    const int nq = it.rq.count, nk = it.rk.count;
+    const int wg_rows = it.rows - 64 * cw < 0 ? 0 : (it.rows - 64 * cw > 64 ? 64 : it.rows - 64 * cw);
+    int n_kt_wg = wg_rows == 0 ? 0 : (visible_keys(a.causal, it.i0 + 64 * cw + wg_rows - 1, nq, nk) + kKeys - 1) / kKeys;
+    if constexpr (kDebug != Debug::kNone) n_kt_wg = wg_rows == 0 ? 0 : it.n_kt;
+    auto stage_of = [&](int t) { return static_cast<int>((g_base + t) & 1); };
+    auto parity_of = [&](int t) { return static_cast<uint32_t>(((g_base + t) >> 1) & 1); };
 
-  float o[64];
+    float o[64];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-  if (n_kt_wg > 0) {
-    // Q rows of this warpgroup (rows past the request zero-filled).
-    for (int i = ctid; i < 64 * (kDq / 8); i += 128) {
-      const int row = 64 * cw + i / (kDq / 8), c = i % (kDq / 8);
-      const uint32_t dst = sbase + kOffQ + (c / 8) * kBlockBytes + swz(row, c % 8);
-      if (row < rows) {
-        const int64_t t = rq.begin + i0 + row;
-        const bf16_t* src = c < kDn / 8 ? a.q_nope + t * a.q_nope_stride + h * kDn + 8 * c
-                                        : a.q_pe + t * a.q_pe_stride + h * kDr + 8 * (c - kDn / 8);
-        cp_async16(dst, src, 16);
-      } else {
-        cp_async16(dst, a.q_nope, 0);
+    // Q: waited for even when unused (its phases stay in step), released after the last S.
+    wgmma::mbar_wait(sbase + bar_q_full(), uses & 1);
+    ++uses;
+    if (n_kt_wg == 0 && lane == 0) wgmma::mbar_arrive(sbase + bar_q_empty());
+
+    if (n_kt_wg > 0) {
+      const int vis_lo = visible_keys(a.causal, it.i0 + row_lo, nq, nk);
+      const int vis_hi = visible_keys(a.causal, it.i0 + row_lo + 8, nq, nk);
+      const int vis_first = visible_keys(a.causal, it.i0 + 64 * cw, nq, nk);  // fewest keys in the warpgroup
+
+      float s[64];
+      uint32_t p[32];
+      float factor_a[2], factor_b[2] = {1.0f, 1.0f};
+
+      // Key tile 0.
+      const int st0 = stage_of(0);
+      wgmma::mbar_wait(sbase + bar_k_full(st0), parity_of(0));
+      wgmma::wgmma_fence();
+      issue_qk(s, q_desc, k_desc0 + st0 * k_stage_step);
+      wgmma::wgmma_commit();
+      wgmma::wgmma_wait<0>();
+      wgmma::fence_operands(s);
+      if (lane == 0) {
+        wgmma::mbar_arrive(sbase + bar_k_empty(st0));
+        if (n_kt_wg == 1) wgmma::mbar_arrive(sbase + bar_q_empty());
       }
-    }
-    wgmma::cp_async_commit();
-    wgmma::cp_async_wait_all();
-    wgmma::fence_proxy_async();
-    wgmma::named_barrier_sync(1 + cw, 128);
-
-    const uint64_t q_desc = wgmma::desc_sw128(sbase + kOffQ + 64 * cw * 128, 16, 1024);
-    const uint64_t k_desc0 = wgmma::desc_sw128(sbase + kOffK, 16, 1024);
-    const uint64_t v_desc0 = wgmma::desc_sw128(sbase + kOffV, kBlockBytes, 1024);
-    const uint64_t k_stage_step = kKBytes >> 4, v_stage_step = kVBytes >> 4;
-    const int vis_lo = visible_keys(a.causal, i0 + row_lo, nq, nk);
-    const int vis_hi = visible_keys(a.causal, i0 + row_lo + 8, nq, nk);
-    const int vis_first = visible_keys(a.causal, i0 + 64 * cw, nq, nk);  // fewest keys in the warpgroup
-    const float scale = a.scale;
-
-    float s[64];
-    uint32_t p[32];
-    float factor_a[2], factor_b[2] = {1.0f, 1.0f};
-
-    // Key tile 0.
-    wgmma::mbar_wait(sbase + bar_k_full(0), 0);
-    wgmma::wgmma_fence();
-    issue_qk(s, q_desc, k_desc0);
-    wgmma::wgmma_commit();
-    wgmma::wgmma_wait<0>();
-    wgmma::fence_operands(s);
-    if (lane == 0) wgmma::mbar_arrive(sbase + bar_k_empty(0));
-    if constexpr (kDebug == Debug::kScores) {
+      if constexpr (kDebug == Debug::kScores) {
 #pragma unroll
-      for (int i = 0; i < 64; ++i) o[i] = s[i] * scale;
-      m[0] = m[1] = 0.0f;
-      l[0] = l[1] = 1.0f;
-    } else {
-      if constexpr (kDebug == Debug::kValues) {
-#pragma unroll
-        for (int i = 0; i < 64; ++i) s[i] = 8 * (i / 4) + 2 * tq + (i & 1) == row_lo + 8 * ((i >> 1) & 1) ? 1.0f : 0.0f;
+        for (int i = 0; i < 64; ++i) o[i] = s[i] * scale;
         m[0] = m[1] = 0.0f;
         l[0] = l[1] = 1.0f;
+        wgmma::mbar_wait(sbase + bar_v_full(st0), parity_of(0));  // V tile 0 unused: released unread
+        if (lane == 0) wgmma::mbar_arrive(sbase + bar_v_empty(st0));
       } else {
-        softmax_tile(s, m, l, factor_a, factor_b, scale, 0, vis_first, vis_lo, vis_hi, tq);  // O is 0: no rescale
-      }
-      pack_p(p, s);
+        if constexpr (kDebug == Debug::kValues) {
+#pragma unroll
+          for (int i = 0; i < 64; ++i) s[i] = 8 * (i / 4) + 2 * tq + (i & 1) == row_lo + 8 * ((i >> 1) & 1) ? 1.0f : 0.0f;
+          m[0] = m[1] = 0.0f;
+          l[0] = l[1] = 1.0f;
+        } else {
+          softmax_tile(s, m, l, factor_a, factor_b, scale, 0, vis_first, vis_lo, vis_hi, tq);  // O is 0: no rescale
+        }
+        pack_p(p, s);
 
-      // Tile t: S_t = Q K_t^T runs with the first half of P_{t-1} V_{t-1}; O is rescaled for the
-      // second half (the host's per-64-key m), whose P V then runs with the softmax of S_t.
-      for (int t = 1; t < n_kt_wg; ++t) {
-        const int st = t & 1, pst = st ^ 1;
-        const uint64_t v_desc = v_desc0 + pst * v_stage_step;
-        wgmma::mbar_wait(sbase + bar_k_full(st), (t >> 1) & 1);
-        wgmma::mbar_wait(sbase + bar_v_full(pst), ((t - 1) >> 1) & 1);
+        // Tile t: S_t = Q K_t^T runs with the first half of P_{t-1} V_{t-1}; O is rescaled for the
+        // second half (the host's per-64-key m), whose P V then runs with the softmax of S_t.
+        for (int t = 1; t < n_kt_wg; ++t) {
+          const int st = stage_of(t), pst = stage_of(t - 1);
+          const uint64_t v_desc = v_desc0 + pst * v_stage_step;
+          wgmma::mbar_wait(sbase + bar_k_full(st), parity_of(t));
+          wgmma::mbar_wait(sbase + bar_v_full(pst), parity_of(t - 1));
+          wgmma::wgmma_fence();
+          issue_pv<0>(o, p, v_desc);
+          wgmma::wgmma_commit();
+          issue_qk(s, q_desc, k_desc0 + st * k_stage_step);
+          wgmma::wgmma_commit();
+          wgmma::wgmma_wait<1>();  // P V first half done; S_t may still run
+          wgmma::fence_operands(o);
+          scale_rows(o, factor_b);
+          wgmma::wgmma_fence();
+          issue_pv<1>(o, p, v_desc);
+          wgmma::wgmma_commit();
+          wgmma::wgmma_wait<1>();  // S_t done; P V second half may still run
+          wgmma::fence_operands(s);
+          if (lane == 0) {
+            wgmma::mbar_arrive(sbase + bar_k_empty(st));
+            if (t == n_kt_wg - 1) wgmma::mbar_arrive(sbase + bar_q_empty());
+          }
+          softmax_tile(s, m, l, factor_a, factor_b, scale, t * kKeys, vis_first, vis_lo, vis_hi, tq);
+          wgmma::wgmma_wait<0>();
+          wgmma::fence_operands(o);
+          wgmma::fence_operands(p);
+          if (lane == 0) wgmma::mbar_arrive(sbase + bar_v_empty(pst));
+          scale_rows(o, factor_a);
+          pack_p(p, s);
+        }
+
+        // P V of the warpgroup's last tile.
+        const int stl = stage_of(n_kt_wg - 1);
+        const uint64_t v_desc = v_desc0 + stl * v_stage_step;
+        wgmma::mbar_wait(sbase + bar_v_full(stl), parity_of(n_kt_wg - 1));
         wgmma::wgmma_fence();
         issue_pv<0>(o, p, v_desc);
         wgmma::wgmma_commit();
-        issue_qk(s, q_desc, k_desc0 + st * k_stage_step);
-        wgmma::wgmma_commit();
-        wgmma::wgmma_wait<1>();  // P V first half done; S_t may still run
+        wgmma::wgmma_wait<0>();
         wgmma::fence_operands(o);
         scale_rows(o, factor_b);
         wgmma::wgmma_fence();
         issue_pv<1>(o, p, v_desc);
         wgmma::wgmma_commit();
-        wgmma::wgmma_wait<1>();  // S_t done; P V second half may still run
-        wgmma::fence_operands(s);
-        if (lane == 0) wgmma::mbar_arrive(sbase + bar_k_empty(st));
-        softmax_tile(s, m, l, factor_a, factor_b, scale, t * kKeys, vis_first, vis_lo, vis_hi, tq);
         wgmma::wgmma_wait<0>();
         wgmma::fence_operands(o);
         wgmma::fence_operands(p);
-        if (lane == 0) wgmma::mbar_arrive(sbase + bar_v_empty(pst));
-        scale_rows(o, factor_a);
-        pack_p(p, s);
+        if (lane == 0) wgmma::mbar_arrive(sbase + bar_v_empty(stl));
       }
-
-      // P V of the warpgroup's last tile.
-      const int tl = n_kt_wg - 1, stl = tl & 1;
-      const uint64_t v_desc = v_desc0 + stl * v_stage_step;
-      wgmma::mbar_wait(sbase + bar_v_full(stl), (tl >> 1) & 1);
-      wgmma::wgmma_fence();
-      issue_pv<0>(o, p, v_desc);
-      wgmma::wgmma_commit();
-      wgmma::wgmma_wait<0>();
-      wgmma::fence_operands(o);
-      scale_rows(o, factor_b);
-      wgmma::wgmma_fence();
-      issue_pv<1>(o, p, v_desc);
-      wgmma::wgmma_commit();
-      wgmma::wgmma_wait<0>();
-      wgmma::fence_operands(o);
-      wgmma::fence_operands(p);
-      if (lane == 0) wgmma::mbar_arrive(sbase + bar_v_empty(stl));
     }
-  }
-  // Tiles the CTA loads that this warpgroup's rows do not see: take them and hand them back.
-  if constexpr (kDebug == Debug::kNone) {
-    for (int t = n_kt_wg; t < n_kt; ++t) {
-      const int st = t & 1;
-      wgmma::mbar_wait(sbase + bar_k_full(st), (t >> 1) & 1);
+    // Tiles the CTA loads that this warpgroup's rows do not see: take them and hand them back.
+    for (int t = n_kt_wg; t < it.n_kt; ++t) {
+      const int st = stage_of(t);
+      wgmma::mbar_wait(sbase + bar_k_full(st), parity_of(t));
       if (lane == 0) wgmma::mbar_arrive(sbase + bar_k_empty(st));
-      wgmma::mbar_wait(sbase + bar_v_full(st), (t >> 1) & 1);
+      wgmma::mbar_wait(sbase + bar_v_full(st), parity_of(t));
       if (lane == 0) wgmma::mbar_arrive(sbase + bar_v_empty(st));
     }
-  }
+    g_base += it.n_kt;
 
-  // Epilogue: this thread's two rows, columns 8 i + 2 tq, + 1. The request range is read again
-  // rather than kept live through the main loop (register pressure).
-  const Range rq_end = request_range(a.cu_q, r, a.total_q);
-  const int rows_end = rq_end.count - i0 < kRows ? rq_end.count - i0 : kRows;
+    // Epilogue (runs while the producer loads the next item's Q and key tiles): this thread's two
+    // rows, columns 8 i + 2 tq, + 1. The request range is read again rather than kept live through
+    // the main loop (register pressure).
+    const Range rq_end = request_range(a.cu_q, it.r, a.total_q);
+    const int rows_end = rq_end.count - it.i0 < kRows ? rq_end.count - it.i0 : kRows;
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int row = row_lo + 8 * half;
-    if (row >= rows_end) continue;
-    const int64_t t = rq_end.begin + i0 + row;
-    uint32_t* out = reinterpret_cast<uint32_t*>(a.out + (t * H + h) * kDv + 2 * tq);
+    for (int half = 0; half < 2; ++half) {
+      const int row = row_lo + 8 * half;
+      if (row >= rows_end) continue;
+      const int64_t t = rq_end.begin + it.i0 + row;
+      uint32_t* out = reinterpret_cast<uint32_t*>(a.out + (t * H + it.h) * kDv + 2 * tq);
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      out[4 * i] = pack_bf16x2(normalize(o[4 * i + 2 * half], l[half]), normalize(o[4 * i + 2 * half + 1], l[half]));
+      for (int i = 0; i < 16; ++i) {
+        out[4 * i] = pack_bf16x2(normalize(o[4 * i + 2 * half], l[half]), normalize(o[4 * i + 2 * half + 1], l[half]));
+      }
+      if (tq == 0) a.lse[t * H + it.h] = row_lse(m[half], l[half]);
     }
-    if (tq == 0) a.lse[t * H + h] = row_lse(m[half], l[half]);
   }
 #endif  // MLA_WGMMA_ENABLED
 }
@@ -478,11 +592,13 @@ int smem_bytes() { return kSmemBytes; }
 
 namespace {
 
+using Kernel = void (*)(const DenseArgs, const TmaMaps);
+
 // The probe behind runs_on (not cached).
 bool probe(int device) {
   if (!is_compute_capability(device, 9, 0)) return false;
-  void (*const kernels[])(const DenseArgs) = {dense_mha_wgmma_kernel<Debug::kNone>, dense_mha_wgmma_kernel<Debug::kScores>,
-                                         dense_mha_wgmma_kernel<Debug::kValues>};
+  const Kernel kernels[] = {dense_mha_wgmma_kernel<Debug::kNone>, dense_mha_wgmma_kernel<Debug::kScores>,
+                            dense_mha_wgmma_kernel<Debug::kValues>};
   for (auto kernel : kernels) {
     cudaFuncAttributes attr{};
     if (!kernel_attributes(kernel, &attr)) return false;
@@ -490,6 +606,75 @@ bool probe(int device) {
     if (attr.numRegs != kLaunchRegs) return false;
   }
   return true;
+}
+
+using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
+
+// The driver's cuTensorMapEncodeTiled through the runtime (no link against libcuda); nullptr when
+// the driver does not have it.
+EncodeTiled encode_tiled() {
+  static const EncodeTiled fn = []() -> EncodeTiled {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    return reinterpret_cast<EncodeTiled>(p);
+  }();
+  return fn;
+}
+
+// A bf16 map with 128-byte swizzle over `rank` dims (innermost first; strides in bytes of dims 1..).
+bool encode(EncodeTiled fn, CUtensorMap* map, const bf16_t* base, cuuint32_t rank, const cuuint64_t* dims,
+            const cuuint64_t* strides, const cuuint32_t* box) {
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  return fn(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<bf16_t*>(base), dims, strides, box, element_strides,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// The tensor maps of `a` (TmaMaps). Fails only where the driver cannot encode them: launch()'s
+// contract (16-byte aligned pointers, token strides multiples of 8 elements) is what TMA needs.
+Status make_maps(const DenseArgs& a, TmaMaps* maps) {
+  *maps = TmaMaps{};
+  const EncodeTiled fn = encode_tiled();
+  if (fn == nullptr) return Status::error("dense MHA (wgmma): the driver has no cuTensorMapEncodeTiled");
+  // Extents of at least 1: a map is encoded even when there are no keys (no tile is then loaded).
+  auto extent = [](int64_t n) { return static_cast<cuuint64_t>(n > 0 ? n : 1); };
+  const cuuint64_t heads = extent(a.num_heads), queries = extent(a.total_q), keys = extent(a.total_k);
+  constexpr auto kElem = static_cast<cuuint64_t>(sizeof(bf16_t));
+  auto token_stride = [&](int64_t elements) { return static_cast<cuuint64_t>(elements) * kElem; };
+  const cuuint32_t box3[3] = {64, 1, kKeys};  // 64 elements x 1 head x 128 tokens
+  const cuuint32_t box2[2] = {64, kKeys};
+  static_assert(kRows == kKeys, "Q and key tiles share the box");
+  const cuuint64_t q_nope_dims[3] = {kDn, heads, queries}, q_nope_strides[2] = {kDn * kElem, token_stride(a.q_nope_stride)};
+  const cuuint64_t q_pe_dims[3] = {kDr, heads, queries}, q_pe_strides[2] = {kDr * kElem, token_stride(a.q_pe_stride)};
+  const cuuint64_t k_nope_dims[3] = {kDn, heads, keys}, k_nope_strides[2] = {kDn * kElem, token_stride(a.k_nope_stride)};
+  const cuuint64_t v_dims[3] = {kDv, heads, keys}, v_strides[2] = {kDv * kElem, token_stride(a.v_stride)};
+  const cuuint64_t k_pe_dims[2] = {kDr, keys}, k_pe_strides[1] = {token_stride(a.k_pe_stride)};
+  struct Map {
+    const char* name;
+    CUtensorMap* map;
+    const bf16_t* base;
+    cuuint32_t rank;
+    const cuuint64_t* dims;
+    const cuuint64_t* strides;
+    const cuuint32_t* box;
+  };
+  const Map all[] = {{"q_nope", &maps->q_nope, a.q_nope, 3, q_nope_dims, q_nope_strides, box3},
+                     {"q_pe", &maps->q_pe, a.q_pe, 3, q_pe_dims, q_pe_strides, box3},
+                     {"k_nope", &maps->k_nope, a.k_nope, 3, k_nope_dims, k_nope_strides, box3},
+                     {"k_pe", &maps->k_pe, a.k_pe, 2, k_pe_dims, k_pe_strides, box2},
+                     {"v", &maps->v, a.v, 3, v_dims, v_strides, box3}};
+  for (const Map& m : all) {
+    if (!encode(fn, m.map, m.base, m.rank, m.dims, m.strides, m.box)) {
+      return Status::error(std::string("dense MHA (wgmma): cuTensorMapEncodeTiled failed for ") + m.name +
+                           " (token stride " + std::to_string(m.strides[m.rank - 2]) + " bytes)");
+    }
+  }
+  return Status();
 }
 
 }  // namespace
@@ -500,11 +685,20 @@ bool runs_on(int device) {
 }
 
 Status launch(const DenseArgs& args, dim3 grid, Debug debug, cudaStream_t stream) {
-  void (*kernel)(const DenseArgs) = dense_mha_wgmma_kernel<Debug::kNone>;
+  const int64_t items = static_cast<int64_t>(grid.x) * grid.y;
+  if (items == 0) return Status();
+  TmaMaps maps;
+  MLA_RETURN_IF_ERROR(make_maps(args, &maps));
+  // One CTA per work item (the kernel loops only past the grid's x limit). A persistent grid (one
+  // CTA per SM taking items c, c + 132, ...) measured slower: 502 against 535 TFLOP/s at causal 8k,
+  // the CTAs drifting apart over heads (L2 reuse of K / V) and balancing the causal tiles worse
+  // than the hardware's CTA scheduler.
+  const auto ctas = static_cast<unsigned>(items < INT_MAX ? items : INT_MAX);
+  Kernel kernel = dense_mha_wgmma_kernel<Debug::kNone>;
   if (debug == Debug::kScores) kernel = dense_mha_wgmma_kernel<Debug::kScores>;
   if (debug == Debug::kValues) kernel = dense_mha_wgmma_kernel<Debug::kValues>;
   MLA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  kernel<<<grid, kThreads, kSmemBytes, stream>>>(args);
+  kernel<<<ctas, kThreads, kSmemBytes, stream>>>(args, maps);
   MLA_CUDA_CHECK_LAUNCH("dense_mha_wgmma_kernel");
   return Status();
 }

@@ -121,6 +121,29 @@ __device__ __forceinline__ float ex2_approx(float x) {
 // Orders this thread's earlier generic-proxy shared-memory accesses before later async-proxy ones.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+// --- TMA (async proxy): tiles of a tensor map into shared memory, completion on an mbarrier -------
+// Arrive on `bar` and add `bytes` to the transaction count its current phase waits for (the
+// phase completes once every arrival is in and that many bytes have landed).
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// The box of the 2-D / 3-D tensor map `map` (a __grid_constant__ kernel parameter) at coordinates
+// (c0 innermost) to shared address `dst` (aligned as the map's swizzle requires: 1024 bytes for
+// 128-byte swizzle); its bytes count against `bar`'s transaction count. Boxes past the tensor's
+// bounds are zero-filled.
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int c0, int c1, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, int c0, int c1, int c2, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+}
+
 // --- cp.async (generic proxy) ---------------------------------------------------------------------
 // 16 bytes global -> shared; src_bytes 0 writes 16 zero bytes and reads nothing (src must still be
 // a valid global address). .cg: L2 only.

@@ -762,6 +762,58 @@ TEST_F(CudaAttentionTest, DenseMhaWgmmaIsolatedProducts) {
   pb.expect_inputs_unchanged();
 }
 
+// What the wgmma kernel's tiles reach past a request stays out of its results: a request's partial
+// last key tile (zero-filled past its keys) and its partial query tile (the next request's rows,
+// computed and not stored). Request 0 (70 queries, 200 keys: tiles of 128 end inside request 1)
+// must match the host while every input of request 1 is +Inf: a key or value of request 1 read
+// into request 0's P V (0 * Inf) or scores would turn request 0's rows into NaN. Request 1's own
+// outputs are not compared (Inf inputs). Every implementation is held to it.
+TEST_F(CudaAttentionTest, DenseMhaNeighbourRequestStaysOut) {
+  const int32_t H = 4;
+  const std::vector<int32_t> nq = {70, 64}, nk = {200, 64};
+  Rng rng(5151);
+  for (const bool causal : {true, false}) {
+    SCOPED_TRACE(causal ? "causal" : "unmasked");
+    DenseProblem pb(*host_, *cuda_, rng, H, nq, nk, /*q_pad=*/0, causal, 0.0721688f);
+    const bf16_t inf = bf16_of(kInf);
+    auto poison = [&](std::vector<bf16_t>& v, int64_t stride, int64_t first, int64_t count) {
+      std::fill(v.begin() + first * stride, v.begin() + (first + count) * stride, inf);
+    };
+    poison(pb.q_nope, pb.qn_stride, pb.cu_q[1], nq[1]);
+    poison(pb.q_pe, pb.qp_stride, pb.cu_q[1], nq[1]);
+    poison(pb.k_nope, pb.kn_stride, pb.cu_k[1], nk[1]);
+    poison(pb.k_rows, pb.kpe_stride, pb.cu_k[1], nk[1]);
+    poison(pb.v, pb.v_stride, pb.cu_k[1], nk[1]);
+    pb.d_qn = Dual::of(*host_, *cuda_, pb.q_nope);
+    pb.d_qp = Dual::of(*host_, *cuda_, pb.q_pe);
+    pb.d_kn = Dual::of(*host_, *cuda_, pb.k_nope);
+    pb.d_kr = Dual::of(*host_, *cuda_, pb.k_rows);
+    pb.d_v = Dual::of(*host_, *cuda_, pb.v);
+
+    const std::size_t out_0 = static_cast<std::size_t>(nq[0]) * H * kDv, lse_0 = static_cast<std::size_t>(nq[0]) * H;
+    require(host_->dense_mha(pb.params(kHost)), "host dense_mha");
+    auto ref_out = pb.d_out->read<bf16_t>(kHost, "out");
+    auto ref_lse = pb.d_lse->read<float>(kHost, "lse");
+    ref_out.resize(out_0);
+    ref_lse.resize(lse_0);
+    for (const bf16_t x : ref_out) ASSERT_TRUE(std::isfinite(mla::bf16_to_f32(x))) << "host: request 0 is finite";
+    for (const char* impl : {"wgmma", "tc", "simple"}) {
+      SCOPED_TRACE(std::string("MLA_DENSE_MHA_IMPL=") + impl);
+      ScopedEnv env("MLA_DENSE_MHA_IMPL", impl);
+      pb.d_out->reset_cuda();
+      pb.d_lse->reset_cuda();
+      require(cuda_->dense_mha(pb.params(kCuda)), "cuda dense_mha");
+      sync();
+      auto got_out = pb.d_out->read<bf16_t>(kCuda, "out");
+      auto got_lse = pb.d_lse->read<float>(kCuda, "lse");
+      got_out.resize(out_0);
+      got_lse.resize(lse_0);
+      expect_close_bf16(ref_out, got_out, "request 0 out vs host");
+      expect_close_f32(ref_lse, got_lse, "request 0 lse vs host", 1e-4, 0.0);
+    }
+  }
+}
+
 // =================================================================================================
 // Merge
 // =================================================================================================
