@@ -28,8 +28,8 @@
 // last query sees.
 //
 // `wgmma` (default; sm_90a builds, compute capability 9.0 devices): FlashAttention-3-style, one
-// CTA (384 threads: a cp.async producer warpgroup and two wgmma consumer warpgroups) per (request,
-// 128 queries, head); key tiles of 128 loaded and multiplied at once, the online softmax still per 64
+// CTA (384 threads: a TMA producer warpgroup and two wgmma consumer warpgroups) per (request, 128
+// queries, head); key tiles of 128 loaded and multiplied at once, the online softmax still per 64
 // keys as above; see dense_mha_wgmma_kernel.cu. Built when the configured CUDA architectures
 // include 90 (MLA_HAVE_WGMMA); otherwise, or on other devices, it falls back to `tc`.
 // MLA_DENSE_WGMMA_DEBUG = scores | values makes it write one isolated product instead of the
@@ -583,8 +583,9 @@ Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream) {
   args.out = p.out;
   args.lse = p.lse;
 
-  // tc and wgmma: 16-byte cp.async from every input (pointers and token strides), 4-byte output
-  // stores. wgmma falls back to tc, tc to simple.
+  // tc: 16-byte cp.async from every input, wgmma: TMA tensor maps over them (16-byte aligned
+  // pointers, token strides multiples of 16 bytes); both: 4-byte output stores. wgmma falls back to
+  // tc, tc to simple.
   const bool aligned = aligned_to(p.q_nope, 16) && aligned_to(p.q_pe, 16) && aligned_to(p.k_nope, 16) &&
                        aligned_to(p.k_pe, 16) && aligned_to(p.v, 16) && p.q_nope_stride % 8 == 0 &&
                        p.q_pe_stride % 8 == 0 && p.k_nope_stride % 8 == 0 && p.k_pe_stride % 8 == 0 &&

@@ -33,9 +33,11 @@ bool runs_on(int device);
 
 // The work: one item per (request, 128-query tile, head), `grid` = (q_tiles * num_reqs,
 // num_heads) items (args.q_tiles counts tiles of kRowsPerCta, args.num_reqs the requests); the
-// kernel runs one CTA per item in a 1-D grid. Contract on top of DenseMhaParams::validate(): every
-// input pointer 16-byte aligned and every token stride a multiple of 8 elements (what the TMA
-// tensor maps need), out 4-byte aligned. An error if the driver cannot encode the tensor maps.
+// kernel runs one CTA per item in a 1-D grid, the CTAs looping over items past INT_MAX of them (or
+// past MLA_DENSE_WGMMA_MAX_CTAS, a test hook that exercises that loop on small problems). Contract
+// on top of DenseMhaParams::validate(): every input pointer 16-byte aligned and every token stride
+// a multiple of 8 elements (what the TMA tensor maps need), out 4-byte aligned. An error if the
+// driver cannot encode the tensor maps.
 Status launch(const DenseArgs& args, dim3 grid, Debug debug, cudaStream_t stream);
 
 }  // namespace mla::dense_wgmma

@@ -46,12 +46,8 @@
 // 32 B * (kk % 4)); V MN-major (SBO 1024 = next 8 keys, LBO 16 KiB = next 64 value columns;
 // k16 step kk: + 2 KiB * kk).
 //
-// Measured on an H200 (docs/performance.md): causal 8k 360 TFLOP/s with expf, 427 with exp2
-// (fourth session); then (fifth session) 441 with the scale folded into the exp's FMA and the
-// rescale skip, 535 with TMA and the two halves' softmax side by side. Tried and dropped: ping-pong
-// of the consumer warpgroups (named-barrier turns; no gain with cp.async or with TMA), a persistent
-// grid (slower, see launch()). The softmax is the consumers' critical path (ncu: most of their
-// stall samples on its FMNMX / MUFU / FADD chains, few on the tensor cores).
+// Figures, profiles and the variants tried (ping-pong, a persistent grid): docs/performance.md and
+// docs/ARCHITECTURE-NOTES.md.
 #include "kernels/cuda/dense_mha_wgmma.h"
 
 #include <cuda.h>
@@ -61,6 +57,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "kernels/common/attention_params.h"
@@ -355,6 +352,7 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
     }
     wgmma::mbar_init(sbase + bar_q_full(), 1);
     wgmma::mbar_init(sbase + bar_q_empty(), kEmptyArrivals);
+    wgmma::mbar_init_fence();  // TMA completes these barriers (async proxy)
   }
   __syncthreads();
 
@@ -616,8 +614,12 @@ EncodeTiled encode_tiled() {
   static const EncodeTiled fn = []() -> EncodeTiled {
     void* p = nullptr;
     cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
+#if CUDART_VERSION >= 12050
+    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found);
+#else  // CUDA 12.0 - 12.4: the by-version query does not exist yet
+    const cudaError_t err = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p, cudaEnableDefault, &found);
+#endif
+    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess) {
       (void)cudaGetLastError();
       return nullptr;
     }
@@ -663,11 +665,14 @@ Status make_maps(const DenseArgs& a, TmaMaps* maps) {
     const cuuint64_t* strides;
     const cuuint32_t* box;
   };
+  // Without keys validate() lets the key pointers be null: their maps then point at q_nope (never
+  // read: no item has a key tile).
+  auto key_base = [&](const bf16_t* p) { return a.total_k > 0 ? p : a.q_nope; };
   const Map all[] = {{"q_nope", &maps->q_nope, a.q_nope, 3, q_nope_dims, q_nope_strides, box3},
                      {"q_pe", &maps->q_pe, a.q_pe, 3, q_pe_dims, q_pe_strides, box3},
-                     {"k_nope", &maps->k_nope, a.k_nope, 3, k_nope_dims, k_nope_strides, box3},
-                     {"k_pe", &maps->k_pe, a.k_pe, 2, k_pe_dims, k_pe_strides, box2},
-                     {"v", &maps->v, a.v, 3, v_dims, v_strides, box3}};
+                     {"k_nope", &maps->k_nope, key_base(a.k_nope), 3, k_nope_dims, k_nope_strides, box3},
+                     {"k_pe", &maps->k_pe, key_base(a.k_pe), 2, k_pe_dims, k_pe_strides, box2},
+                     {"v", &maps->v, key_base(a.v), 3, v_dims, v_strides, box3}};
   for (const Map& m : all) {
     if (!encode(fn, m.map, m.base, m.rank, m.dims, m.strides, m.box)) {
       return Status::error(std::string("dense MHA (wgmma): cuTensorMapEncodeTiled failed for ") + m.name +
@@ -689,11 +694,17 @@ Status launch(const DenseArgs& args, dim3 grid, Debug debug, cudaStream_t stream
   if (items == 0) return Status();
   TmaMaps maps;
   MLA_RETURN_IF_ERROR(make_maps(args, &maps));
-  // One CTA per work item (the kernel loops only past the grid's x limit). A persistent grid (one
+  // One CTA per work item; past the grid's x limit the CTAs loop over items. A persistent grid (one
   // CTA per SM taking items c, c + 132, ...) measured slower: 502 against 535 TFLOP/s at causal 8k,
   // the CTAs drifting apart over heads (L2 reuse of K / V) and balancing the causal tiles worse
-  // than the hardware's CTA scheduler.
-  const auto ctas = static_cast<unsigned>(items < INT_MAX ? items : INT_MAX);
+  // than the hardware's CTA scheduler. MLA_DENSE_WGMMA_MAX_CTAS (tests) caps the CTAs so that the
+  // loop over items (its Q / K / V pipeline phases across items) runs on small problems.
+  int64_t max_ctas = INT_MAX;
+  if (const char* cap = std::getenv("MLA_DENSE_WGMMA_MAX_CTAS")) {
+    const long v = std::strtol(cap, nullptr, 10);
+    if (v > 0 && v < max_ctas) max_ctas = v;
+  }
+  const auto ctas = static_cast<unsigned>(items < max_ctas ? items : max_ctas);
   Kernel kernel = dense_mha_wgmma_kernel<Debug::kNone>;
   if (debug == Debug::kScores) kernel = dense_mha_wgmma_kernel<Debug::kScores>;
   if (debug == Debug::kValues) kernel = dense_mha_wgmma_kernel<Debug::kValues>;

@@ -1,7 +1,7 @@
 // Hopper (sm_90a) building blocks of the wgmma attention kernels (dense_mha_wgmma_kernel.cu,
 // sparse_mqa_wgmma_kernel.cu): warpgroup MMA (wgmma.mma_async) with shared-memory matrix
-// descriptors, mbarriers, named barriers, register reallocation (setmaxnreg), cp.async with zero
-// fill and the async-proxy fence.
+// descriptors, mbarriers, TMA tensor loads, register reallocation (setmaxnreg), cp.async with
+// zero fill and the async-proxy fences.
 //
 // MLA_WGMMA_ENABLED is 1 only in device passes for the arch-specific target sm_90a (wgmma and
 // setmaxnreg exist nowhere else); everything below is compiled only then. Include this header only
@@ -77,6 +77,10 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
+// Makes this thread's mbarrier.init visible to the async proxy (TMA's complete_tx) and to the
+// other threads once they sync with it: after the inits, before the __syncthreads that publishes
+// them, in any kernel whose mbarriers a TMA completes.
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
 // Arrive (release, CTA scope).
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
@@ -108,10 +112,6 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   }
 }
 
-// Barrier `id` (1..15; 0 is __syncthreads) among `count` threads (a multiple of 32).
-__device__ __forceinline__ void named_barrier_sync(int id, int count) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
-}
 // 2^x (MUFU.EX2: about 2 ulp, subnormal results flushed to zero, -inf -> +0).
 __device__ __forceinline__ float ex2_approx(float x) {
   float y;

@@ -633,6 +633,7 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
       {128, true, {257}, {257}, 0, 0.0721688f, "causal-128-heads-257"},
       {8, true, {200, 300, 50}, {250, 320, 300}, 0, 0.5f, "causal-uneven-warpgroups"},
       {8, false, {200, 130}, {0, 300}, 0, 0.5f, "unmasked-ctas-without-keys"},
+      {8, false, {3, 70}, {0, 0}, 0, 0.5f, "unmasked-no-keys-at-all"},
   };
   Rng rng(4242);
   for (const DenseCase& c : cases) {
@@ -663,6 +664,21 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
       impl_lse[i] = d_lse->read<float>(kCuda, "lse");
       expect_close_bf16(ref_out, impl_out[i], name + " out vs host");
       expect_close_f32(ref_lse, impl_lse[i], name + " lse vs host", 1e-4, 0.0);
+    }
+    {
+      // The wgmma kernel with 3 CTAs looping over every item (the path of grids past INT_MAX items):
+      // the same per-item computation, so the same bits.
+      SCOPED_TRACE("MLA_DENSE_MHA_IMPL=wgmma MLA_DENSE_WGMMA_MAX_CTAS=3");
+      ScopedEnv env("MLA_DENSE_MHA_IMPL", "wgmma");
+      ScopedEnv cap("MLA_DENSE_WGMMA_MAX_CTAS", "3");
+      d_out->reset_cuda();
+      d_lse->reset_cuda();
+      require(cuda_->dense_mha(pb.params(kCuda)), "cuda dense_mha");
+      sync();
+      EXPECT_EQ(d_out->read<bf16_t>(kCuda, "out"), impl_out[2]) << name << ": out, 3 looping CTAs vs one CTA per item";
+      const auto looped_lse = d_lse->read<float>(kCuda, "lse");
+      EXPECT_EQ(0, std::memcmp(looped_lse.data(), impl_lse[2].data(), looped_lse.size() * sizeof(float)))
+          << name << ": lse, 3 looping CTAs vs one CTA per item";
     }
     expect_close_bf16(impl_out[1], impl_out[0], name + " out tc vs simple");
     expect_close_f32(impl_lse[1], impl_lse[0], name + " lse tc vs simple", 1e-4, 0.0);
@@ -765,9 +781,11 @@ TEST_F(CudaAttentionTest, DenseMhaWgmmaIsolatedProducts) {
 // What the wgmma kernel's tiles reach past a request stays out of its results: a request's partial
 // last key tile (zero-filled past its keys) and its partial query tile (the next request's rows,
 // computed and not stored). Request 0 (70 queries, 200 keys: tiles of 128 end inside request 1)
-// must match the host while every input of request 1 is +Inf: a key or value of request 1 read
-// into request 0's P V (0 * Inf) or scores would turn request 0's rows into NaN. Request 1's own
-// outputs are not compared (Inf inputs). Every implementation is held to it.
+// must match the host while every input of request 1 is +Inf: a value row of request 1 read into
+// request 0's P V turns its rows into NaN (0 * Inf; a leaked key row is masked to -inf before it
+// counts, so the values are what this catches), an Inf query row of request 1 must stay in its own
+// (unstored) rows. Request 1's own outputs are not compared (Inf inputs). Every implementation is
+// held to it.
 TEST_F(CudaAttentionTest, DenseMhaNeighbourRequestStaysOut) {
   const int32_t H = 4;
   const std::vector<int32_t> nq = {70, 64}, nk = {200, 64};
