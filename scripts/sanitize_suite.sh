@@ -6,17 +6,23 @@
 # --filter / --exclude-tag select them as they would the suite.
 #
 #   scripts/sanitize_suite.sh RESULTS_DIR [mla-check selection arguments...]
+#   (e.g. --scenario-dir DIR for the scenario files in DIR only)
 #
 # Writes RESULTS_DIR/sanitizer/TOOL/SCENARIO.log and RESULTS_DIR/sanitizer.tsv (tool, scenario,
-# status, seconds, summary line); status is PASS (exit 0 and a zero-error summary), ERRORS (the
-# sanitizer found something: exit 99), TOOL_ERROR (the sanitizer itself failed: "Internal Sanitizer
+# status, seconds, summary line), sorted, at the end; while it runs, each row is appended to
+# RESULTS_DIR/sanitizer.partial.tsv as its run ends (what is left there when the script is stopped
+# early; removed once sanitizer.tsv is written). Status is PASS (exit 0 and a zero-error summary),
+# ERRORS (the sanitizer found something: exit 99), EXTERNAL (racecheck: every reported hazard is in
+# functions outside this project, none in namespace mla::, e.g. cuBLAS's nvjet_* GEMM kernels),
+# TOOL_ERROR (the sanitizer itself failed: "Internal Sanitizer
 # Error" and no finding of its own before that), TIMEOUT, or FAIL (any other exit: mla-check itself
 # failed). For racecheck hazards the summary names the functions of both accesses (the innermost:
 # often an inlined helper rather than the kernel; cuBLAS's own GEMM kernels, nvjet_*, are reported
 # by racecheck too, and are not ours). Racecheck is run on every kernel: with
 # a --kernel-name or --kernel-name-exclude filter, compute-sanitizer 2025.3.1 failed with "Internal
 # Sanitizer Error: failed to handle a hardware exception" in the forward step (H200, CUDA 13.0).
-# Exit status: 0 when every run is PASS, 1 otherwise, 2 on a usage error.
+# Exit status: 0 when every run is PASS (or EXTERNAL, with MLA_SANITIZER_EXTERNAL_OK=1), 1
+# otherwise, 2 on a usage error.
 #
 # Environment: MLA_BUILD_DIR (build), MLA_SANITIZER_TOOLS ("memcheck racecheck initcheck"),
 # MLA_SANITIZER_TIMEOUT (seconds per process, 900), MLA_JOBS (parallel processes, all cores),
@@ -79,6 +85,7 @@ run_one() {
   rc=$?
   secs=$(( $(date +%s) - start ))
   summary="$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1 | sed 's/^=* *//')"
+  local external=0
   if [[ "$tool" == racecheck && "$rc" == 99 ]]; then
     local kernels
     # "Error: Race reported between Read access at FN+0x2050 in FILE:LINE" and its "and Write
@@ -86,6 +93,8 @@ run_one() {
     kernels="$(sed -nE 's/^=+ +(Error: Race reported between|and) [A-Za-z]+ access at (.+)\+0x[0-9a-f]+( in [^ ]+)?( \[[0-9]+ hazards?\])?$/\2/p' "$log" |
       sort -u | paste -sd ';' -)"
     [[ -n "$kernels" ]] && summary="$summary; in: $kernels"
+    # Ours are in namespace mla (kernels, and the device helpers racecheck names when inlined).
+    if [[ -n "$kernels" ]] && ! grep -q 'mla::' <<<"$kernels"; then external=1; fi
   fi
   # The sanitizer failed: TOOL_ERROR, unless it had reported a finding of its own before.
   if grep -q 'Internal Sanitizer Error' "$log" &&
@@ -95,7 +104,7 @@ run_one() {
   case "$rc" in
     tool) status=TOOL_ERROR ;;
     0) if [[ "$summary" =~ ^(ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards) ]]; then status=PASS; else status=FAIL; fi ;;
-    99) status=ERRORS ;;
+    99) if [[ "$external" == 1 ]]; then status=EXTERNAL; else status=ERRORS; fi ;;
     124 | 137) status=TIMEOUT ;;
     *) status=FAIL ;;
   esac
@@ -105,15 +114,23 @@ export -f run_one
 export RESULTS CHECK TIMEOUT
 
 TSV="$RESULTS/sanitizer.tsv"
+PARTIAL="$RESULTS/sanitizer.partial.tsv"
+: >"$PARTIAL"
 for tool in $TOOLS; do
   for f in "${FILES[@]}"; do printf '%s\n%s\n' "$tool" "$f"; done
-done | xargs -d '\n' -n 2 -P "$JOBS" bash -c 'run_one "$0" "$1"' | sort >"$TSV"
+done | xargs -d '\n' -n 2 -P "$JOBS" bash -c 'run_one "$0" "$1"' | tee -a "$PARTIAL" | sort >"$TSV"
+rm -f "$PARTIAL"
 
 total=$(wc -l <"$TSV")
 passed=$(awk -F'\t' '$3 == "PASS"' "$TSV" | wc -l)
+external=$(awk -F'\t' '$3 == "EXTERNAL"' "$TSV" | wc -l)
 for tool in $TOOLS; do
   printf '%-10s %s\n' "$tool" "$(awk -F'\t' -v t="$tool" '$1 == t { n[$3]++ } END { for (s in n) printf "%s %d  ", s, n[s] }' "$TSV")"
 done
 awk -F'\t' '$3 != "PASS" { print "  " $1 " " $2 ": " $3 " (" $5 ")" }' "$TSV"
-echo "sanitizer: $passed of $total runs clean (${#FILES[@]} scenarios x tools: $TOOLS); $TSV"
-[[ "$passed" == "$total" ]]
+echo "sanitizer: $passed of $total runs clean, $external with hazards only outside this project (${#FILES[@]} scenarios x tools: $TOOLS); $TSV"
+if [[ "${MLA_SANITIZER_EXTERNAL_OK:-0}" == 1 ]]; then
+  [[ $((passed + external)) == "$total" ]]
+else
+  [[ "$passed" == "$total" ]]
+fi

@@ -11,6 +11,8 @@
 // Implementation choice (read from the environment at every call):
 //   MLA_SPARSE_MQA_IMPL = wgmma (default) | tc | simple
 //   MLA_DENSE_MHA_IMPL  = wgmma (default) | tc | simple
+//   MLA_DENSE_WGMMA_SCHEDULE = persistent (default) | grid   (the wgmma dense kernel's grid:
+//                              dense_mha_wgmma.h)
 // `tc` is the tensor-core kernel (mma.sync); it falls back to `simple` (plain fp32 FMA code, the
 // correctness baseline) when an operand's alignment or the device does not allow it. `wgmma` is
 // the Hopper kernel (warpgroup MMA; for dense MHA FlashAttention-3 style), compiled only for
@@ -48,7 +50,8 @@ Status sparse_mqa_implementation(int device, std::string* name);
 Status dense_mha_implementation(int device, std::string* name);
 
 // dense_mha_kernel.cu: varlen dense MHA, bottom-right causal or unmasked, grid sized from the host
-// copies of cu_seqlens (one CTA per request, query tile and head).
+// copies of cu_seqlens (one work item per request, query tile and head; the wgmma kernel runs them
+// on a persistent grid).
 Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream);
 
 // merge_kernel.cu: the two-way LSE merge, one warp per row (out may alias out_a / out_b, lse may

@@ -8,10 +8,13 @@
 // rounding: up to about 2 bf16 ulps of out at scale 0.5, i.e. past the tests' 2e-2 tolerance at
 // scale >= 1.)
 //
-// CTA (384 threads) = one work item (request, 128-query tile, head; WorkItem: later query tiles of
-// a request first); the kernel loops over items only past the grid's x limit.
+// Work item = (request, 128-query tile, head; WorkItem: later query tiles of a request first); a
+// CTA (384 threads) runs one item at a time. By default the grid is persistent, min(items, SMs)
+// CTAs, each taking the next unclaimed item (nth_item); MLA_DENSE_WGMMA_SCHEDULE=grid runs one CTA
+// per item instead (looping over items only past the grid's x limit or MLA_DENSE_WGMMA_MAX_CTAS).
 //   warpgroup 0, producer (setmaxnreg 40): warp 0 / 1 load the K tiles of stage 0 / 1, warp 2 / 3
-//     the V tiles of stage 0 / 1; warp 0 also loads Q. Per tile, after the stage's empty mbarrier:
+//     the V tiles of stage 0 / 1; warp 0 also loads Q, and its lane 0 fetches the CTA's next item
+//     (nth_item). Per tile, after the stage's empty mbarrier:
 //     a whole tile is a TMA box per 64-column block (lane 0: arrive.expect_tx on the full
 //     mbarrier, then the boxes; the other lanes arrive); a request's partial last tile is 16-byte
 //     cp.async, zero-filled past its keys (each lane: wait for its copies, fence.proxy.async,
@@ -36,17 +39,18 @@
 //   whose rows need fewer key tiles than the CTA's other one waits for and releases the rest
 //   without computing.
 //
-// Shared memory (dynamic, 214,096 bytes, one CTA per SM), every tile in 128-byte-swizzled column
+// Shared memory (dynamic, 214,128 bytes, one CTA per SM), every tile in 128-byte-swizzled column
 // blocks of [128 rows][64 bf16] = 16 KiB, the layout of TMA's 128-byte swizzle (descriptors:
 // wgmma_device.cuh):
 //   Q [128][192] 3 blocks | K[2] [128 keys][192] 3 blocks each | V[2] [128 keys][128] 2 blocks each |
-//   10 mbarriers (k_full, k_empty, v_full, v_empty per stage; q_full, q_empty) | + up to 1 KiB to
-//   align the base.
+//   14 mbarriers (k_full, k_empty, v_full, v_empty per stage; q_full, q_empty; sched_full,
+//   sched_empty per item slot) | + up to 1 KiB to align the base.
 // Descriptors: Q / K K-major (SBO 1024, LBO unused = 16; k16 step kk: + 16 KiB * (kk / 4) +
 // 32 B * (kk % 4)); V MN-major (SBO 1024 = next 8 keys, LBO 16 KiB = next 64 value columns;
 // k16 step kk: + 2 KiB * kk).
 //
-// Figures, profiles and the variants tried (ping-pong, a persistent grid): docs/performance.md and
+// Figures, profiles and the variants tried (ping-pong, a static persistent grid, the
+// FlashAttention-3 issue order, a named-barrier item hand-over): docs/performance.md and
 // docs/ARCHITECTURE-NOTES.md.
 #include "kernels/cuda/dense_mha_wgmma.h"
 
@@ -58,7 +62,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "kernels/common/attention_params.h"
 #include "kernels/cuda/attention_device.cuh"
@@ -89,11 +96,11 @@ constexpr int kOffQ = 0;
 constexpr int kOffK = kOffQ + kQBytes;
 constexpr int kOffV = kOffK + 2 * kKBytes;
 constexpr int kOffBar = kOffV + 2 * kVBytes;
-constexpr int kBarBytes = 10 * 8;  // 10 mbarriers
+constexpr int kBarBytes = 14 * 8;  // 14 mbarriers
 constexpr int kSmemBytes = 1024 + kOffBar + kBarBytes;
 constexpr int kEmptyArrivals = 4 * kConsumerWgs;  // lane 0 of every consumer warp
 constexpr int kFullArrivals = 32;                 // every lane of the loading warp
-static_assert(kSmemBytes == 214096, "one CTA per SM, within the 227 KiB opt-in limit");
+static_assert(kSmemBytes == 214128, "one CTA per SM, within the 227 KiB opt-in limit");
 static_assert(kRows == 64 * kConsumerWgs && kKeys == 128 && kDv == 128, "m64n128 tiles: S and O are 64 x 128");
 static_assert(kKeys == 2 * kSoftmaxKeys, "two softmax halves per key tile (softmax_tile_masked, issue_pv)");
 // Registers per thread at launch (__launch_bounds__(384, 1): 65536 / 384 rounded down to 8; ptxas
@@ -111,6 +118,9 @@ __host__ __device__ constexpr uint32_t bar_v_full(int s) { return kOffBar + 32 +
 __host__ __device__ constexpr uint32_t bar_v_empty(int s) { return kOffBar + 48 + 8 * s; }
 __host__ __device__ constexpr uint32_t bar_q_full() { return kOffBar + 64; }
 __host__ __device__ constexpr uint32_t bar_q_empty() { return kOffBar + 72; }
+__host__ __device__ constexpr uint32_t bar_sched_full(int s) { return kOffBar + 80 + 8 * s; }
+__host__ __device__ constexpr uint32_t bar_sched_empty(int s) { return kOffBar + 96 + 8 * s; }
+constexpr int kSchedReaders = 3 + 4 * kConsumerWgs;  // warps 1..3 of the producer, every consumer warp
 
 // TMA tensor maps of the inputs, all bf16 with 128-byte swizzle and boxes of 64 elements x 128
 // tokens: q_nope, q_pe, k_nope and v as [tokens][H][width] (box 64 x 1 head x 128), k_pe as
@@ -301,9 +311,10 @@ __device__ __forceinline__ void pack_p(uint32_t (&p)[32], const float (&s)[64]) 
 }
 
 // One work item: a (request, 128-query tile, head), numbered tile-major within a request (later
-// query tiles first: the longest causal rows start first), then requests, then heads. CTA c takes
-// item c (and c + gridDim.x, ... past the grid's x limit), so that the CTAs running at once share
-// their heads' K / V in L2.
+// query tiles first: the longest causal rows start first), then requests, then heads. CTAs take
+// items in this order (persistent: the next unclaimed one; grid: CTA c takes item c, and
+// c + gridDim.x, ... past the grid's x limit), so that the CTAs running at once share their heads'
+// K / V in L2.
 struct WorkItem {
   int r, h, i0;   // request, head, first query row of the tile (in the request)
   Range rq, rk;   // the request's queries and keys
@@ -331,9 +342,64 @@ __device__ __forceinline__ WorkItem work_item(const DenseArgs& a, int64_t w) {
   return it;
 }
 
+// The CTA's n-th work item as every warp sees it (>= the item count: no more work; every warp asks
+// for n = 0, 1, ... in turn until then). kDynamic false: items c, c + gridDim.x, ... of CTA c.
+// kDynamic true: the next unclaimed item, atomicAdd on a.work_counter[0] by lane 0 of the
+// producer's warp 0, published in the CTA's slot n & 1 of a.work_slots (global memory):
+// sched_full[n & 1] (1 arrival, release) publishes it to the other kSchedReaders warps (acquire),
+// whose lane 0 each arrive on sched_empty[n & 1] after reading, which frees the slot for item
+// n + 2. Launches that share the counters and slots must not overlap (launch(): one state per
+// stream). (The slots are in global memory, not shared: racecheck does not follow mbarrier
+// synchronization of plain shared-memory accesses and reported these as hazards.) The CTA's
+// terminating fetch (an index past the last item) also counts it in work_counter[1]; the last CTA
+// to count resets both counters to 0 for the next launch (every CTA has made its last atomicAdd on
+// work_counter[0] by then: the fence orders it before the count).
+// kProducer: called from the producer warpgroup (whose warp 0 fetches); the consumers' copy has no
+// fetching code (keeping it out of the consumers' register allocation around their wgmma).
+template <bool kDynamic, bool kProducer>
+__device__ __forceinline__ int64_t nth_item(const DenseArgs& a, uint32_t sbase, int n, int64_t items, int cta_warp,
+                                            int lane) {
+  if constexpr (!kDynamic) {
+    return static_cast<int64_t>(blockIdx.x) + static_cast<int64_t>(n) * gridDim.x;
+  } else {
+    const int s = n & 1;
+    volatile long long* slot = a.work_slots + 2 * static_cast<int64_t>(blockIdx.x) + s;
+    int64_t w = 0;
+    if (kProducer && cta_warp == 0) {
+      if (lane == 0) {
+        if (n >= 2) wgmma::mbar_wait(sbase + bar_sched_empty(s), ((n >> 1) - 1) & 1);
+        w = static_cast<int64_t>(atomicAdd(a.work_counter, 1ULL));
+        // A clean launch sees at most items + gridDim.x - 1 here and fewer than gridDim.x CTAs
+        // done below; anything else is a counter left dirty (an aborted or overlapping launch):
+        // fail loudly rather than skip or redo items.
+        if (w >= items + gridDim.x) __trap();
+        if (w >= items) {
+          __threadfence();
+          const unsigned long long done = atomicAdd(a.work_counter + 1, 1ULL);
+          if (done >= gridDim.x) __trap();
+          if (done == gridDim.x - 1) {
+            __threadfence();
+            a.work_counter[0] = 0;
+            a.work_counter[1] = 0;
+          }
+        }
+        *slot = w;
+        wgmma::mbar_arrive(sbase + bar_sched_full(s));  // release: the slot before it
+      }
+      w = __shfl_sync(0xFFFFFFFFu, w, 0);
+    } else {
+      wgmma::mbar_wait(sbase + bar_sched_full(s), (n >> 1) & 1);
+      w = *slot;
+      __syncwarp();
+      if (lane == 0) wgmma::mbar_arrive(sbase + bar_sched_empty(s));
+    }
+    return w;
+  }
+}
+
 #endif  // MLA_WGMMA_ENABLED
 
-template <Debug kDebug>
+template <Debug kDebug, bool kDynamic>
 __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const DenseArgs a, const __grid_constant__ TmaMaps maps) {
 #if MLA_WGMMA_ENABLED
   extern __shared__ __align__(1024) uint8_t smem_raw[];
@@ -341,6 +407,7 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
   const int64_t H = a.num_heads;
   const int64_t items = static_cast<int64_t>(a.q_tiles) * a.num_reqs * a.num_heads;
+  const int cta_warp = tid / 32;
 
   if (tid == 0) {
 #pragma unroll
@@ -352,13 +419,18 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
     }
     wgmma::mbar_init(sbase + bar_q_full(), 1);
     wgmma::mbar_init(sbase + bar_q_empty(), kEmptyArrivals);
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      wgmma::mbar_init(sbase + bar_sched_full(s), 1);
+      wgmma::mbar_init(sbase + bar_sched_empty(s), kSchedReaders);
+    }
     wgmma::mbar_init_fence();  // TMA completes these barriers (async proxy)
   }
   __syncthreads();
 
   // Key tile t of an item is the CTA's key tile g = g_base + t (g_base: the key tiles of its earlier
   // items): stage g & 1, and the (g >> 1)-th use of that stage, whose phase parity is (g >> 1) & 1.
-  // The Q buffer's n-th use (n-th non-empty item) has parity n & 1.
+  // The Q buffer's u-th use (`uses`: the non-empty items so far) has parity u & 1.
 
   // ---------------------------------------------------------------- producer warpgroup
   if (wg == 0) {
@@ -370,7 +442,9 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
     const uint32_t empty = sbase + (is_v ? bar_v_empty(stage) : bar_k_empty(stage));
     int64_t g_base = 0;
     int uses = 0;  // non-empty items so far
-    for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
+    for (int n = 0;; ++n) {
+      const int64_t w = nth_item<kDynamic, true>(a, sbase, n, items, cta_warp, lane);
+      if (w >= items) break;
       const WorkItem it = work_item<kDebug>(a, w);
       if (it.rows <= 0) continue;
       if (warp == 0) {
@@ -442,7 +516,9 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
   const float scale = a.scale;
   int64_t g_base = 0;
   int uses = 0;
-  for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
+  for (int n = 0;; ++n) {
+    const int64_t w = nth_item<kDynamic, false>(a, sbase, n, items, cta_warp, lane);
+    if (w >= items) break;
     const WorkItem it = work_item<kDebug>(a, w);
     if (it.rows <= 0) continue;
     const int nq = it.rq.count, nk = it.rk.count;
@@ -595,8 +671,8 @@ using Kernel = void (*)(const DenseArgs, const TmaMaps);
 // The probe behind runs_on (not cached).
 bool probe(int device) {
   if (!is_compute_capability(device, 9, 0)) return false;
-  const Kernel kernels[] = {dense_mha_wgmma_kernel<Debug::kNone>, dense_mha_wgmma_kernel<Debug::kScores>,
-                            dense_mha_wgmma_kernel<Debug::kValues>};
+  const Kernel kernels[] = {dense_mha_wgmma_kernel<Debug::kNone, false>, dense_mha_wgmma_kernel<Debug::kNone, true>,
+                            dense_mha_wgmma_kernel<Debug::kScores, false>, dense_mha_wgmma_kernel<Debug::kValues, false>};
   for (auto kernel : kernels) {
     cudaFuncAttributes attr{};
     if (!kernel_attributes(kernel, &attr)) return false;
@@ -682,6 +758,40 @@ Status make_maps(const DenseArgs& a, TmaMaps* maps) {
   return Status();
 }
 
+// The dynamic schedule's device state for (device, stream): two counters (next item, CTAs done)
+// and two item slots per CTA for up to `capacity` CTAs (the device's SM count), allocated on the
+// stream's first persistent launch, the counters zeroed in stream order, and kept for the process;
+// every launch leaves the counters at zero again (nth_item). Launches on one stream run in order;
+// launches on different streams get different states, so they may overlap. Hazard: a stream
+// created with the handle of a destroyed one gets its state, so a stream must be destroyed only
+// after its work is done (CudaBackend synchronises its stream first).
+struct Schedule {
+  unsigned long long* counter = nullptr;
+  long long* slots = nullptr;
+  int capacity = 0;
+};
+Status schedule_state(int device, int capacity, cudaStream_t stream, Schedule* out) {
+  static std::mutex mu;
+  static std::map<std::pair<int, cudaStream_t>, Schedule> states;
+  std::lock_guard<std::mutex> lock(mu);
+  Schedule& st = states[{device, stream}];
+  if (st.counter == nullptr) {
+    const size_t bytes = 2 * sizeof(unsigned long long) + 2 * sizeof(long long) * static_cast<size_t>(capacity);
+    void* p = nullptr;
+    MLA_CUDA_CHECK(cudaMalloc(&p, bytes));
+    const cudaError_t err = cudaMemsetAsync(p, 0, 2 * sizeof(unsigned long long), stream);
+    if (err != cudaSuccess) {
+      (void)cudaFree(p);
+      return Status::error(std::string("dense MHA (wgmma): zeroing the schedule counters: ") + cudaGetErrorString(err));
+    }
+    st.counter = static_cast<unsigned long long*>(p);
+    st.slots = reinterpret_cast<long long*>(st.counter + 2);
+    st.capacity = capacity;
+  }
+  *out = st;
+  return Status();
+}
+
 }  // namespace
 
 bool runs_on(int device) {
@@ -690,26 +800,50 @@ bool runs_on(int device) {
 }
 
 Status launch(const DenseArgs& args, dim3 grid, Debug debug, cudaStream_t stream) {
+  Schedule sched;
   const int64_t items = static_cast<int64_t>(grid.x) * grid.y;
   if (items == 0) return Status();
   TmaMaps maps;
   MLA_RETURN_IF_ERROR(make_maps(args, &maps));
-  // One CTA per work item; past the grid's x limit the CTAs loop over items. A persistent grid (one
-  // CTA per SM taking items c, c + 132, ...) measured slower: 502 against 535 TFLOP/s at causal 8k,
-  // the CTAs drifting apart over heads (L2 reuse of K / V) and balancing the causal tiles worse
-  // than the hardware's CTA scheduler. MLA_DENSE_WGMMA_MAX_CTAS (tests) caps the CTAs so that the
-  // loop over items (its Q / K / V pipeline phases across items) runs on small problems.
+  // Persistent: min(items, SMs, MLA_DENSE_WGMMA_MAX_CTAS) CTAs, each taking the next unclaimed item
+  // (nth_item), so that a CTA loads its next item's Q and first key tiles while it finishes the
+  // current one. Measured against one CTA per item: faster on every dense shape of the attention
+  // sweep (docs/performance.md). A static persistent schedule (items c, c + 132, ...) was slower
+  // than either (the CTAs drift apart over heads and lose K / V's L2 reuse).
+  // MLA_DENSE_WGMMA_SCHEDULE=grid: one CTA per item instead (past the grid's x limit, CTAs loop).
+  // MLA_DENSE_WGMMA_MAX_CTAS (tests) caps the CTAs so that the loop over items runs on small
+  // problems. The Debug kernels always run the grid.
   int64_t max_ctas = INT_MAX;
   if (const char* cap = std::getenv("MLA_DENSE_WGMMA_MAX_CTAS")) {
     const long v = std::strtol(cap, nullptr, 10);
     if (v > 0 && v < max_ctas) max_ctas = v;
   }
+  const char* schedule = std::getenv("MLA_DENSE_WGMMA_SCHEDULE");
+  const bool grid_schedule = schedule != nullptr && std::string(schedule) == "grid";
+  if (schedule != nullptr && schedule[0] != '\0' && !grid_schedule && std::string(schedule) != "persistent") {
+    return Status::error(std::string("MLA_DENSE_WGMMA_SCHEDULE is '") + schedule + "' (expected 'persistent' or 'grid')");
+  }
+  const bool dynamic = debug == Debug::kNone && !grid_schedule;
+  if (dynamic) {
+    int device = 0, sms = 0;
+    MLA_CUDA_CHECK(cudaGetDevice(&device));
+    MLA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    if (sms < max_ctas) max_ctas = sms;
+    MLA_RETURN_IF_ERROR(schedule_state(device, sms, stream, &sched));
+  }
   const auto ctas = static_cast<unsigned>(items < max_ctas ? items : max_ctas);
-  Kernel kernel = dense_mha_wgmma_kernel<Debug::kNone>;
-  if (debug == Debug::kScores) kernel = dense_mha_wgmma_kernel<Debug::kScores>;
-  if (debug == Debug::kValues) kernel = dense_mha_wgmma_kernel<Debug::kValues>;
+  if (dynamic && static_cast<int64_t>(ctas) > sched.capacity) {
+    return Status::error("dense MHA (wgmma): " + std::to_string(ctas) + " CTAs but item slots for " +
+                         std::to_string(sched.capacity));
+  }
+  Kernel kernel = dynamic ? dense_mha_wgmma_kernel<Debug::kNone, true> : dense_mha_wgmma_kernel<Debug::kNone, false>;
+  if (debug == Debug::kScores) kernel = dense_mha_wgmma_kernel<Debug::kScores, false>;
+  if (debug == Debug::kValues) kernel = dense_mha_wgmma_kernel<Debug::kValues, false>;
   MLA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  kernel<<<ctas, kThreads, kSmemBytes, stream>>>(args, maps);
+  DenseArgs launch_args = args;
+  launch_args.work_counter = sched.counter;
+  launch_args.work_slots = sched.slots;
+  kernel<<<ctas, kThreads, kSmemBytes, stream>>>(launch_args, maps);
   MLA_CUDA_CHECK_LAUNCH("dense_mha_wgmma_kernel");
   return Status();
 }

@@ -3,8 +3,10 @@ compute-sanitizer on PATH plays each outcome (clean, errors found, mla-check fai
 so the per-run classification, the TSV and the exit status are what is tested."""
 import os
 import pathlib
+import signal
 import stat
 import subprocess
+import time
 
 import pytest
 
@@ -41,6 +43,10 @@ case "$name" in
     echo "=========     and Read access at mla::ld(unsigned int)+0x20 in d.cuh:110 [1 hazard]"
     echo "========= Error: Race reported between Read access at gemm_kernel_a+0x950"
     echo "========= RACECHECK SUMMARY: 3 hazards displayed (3 errors, 0 warnings)"; exit 99 ;;
+  extonly*)  # every hazard in a library kernel (cuBLAS's, say), none in namespace mla
+    echo "========= Error: Race reported between Read access at nvjet_sm90_tst_128x256+0x9b0"
+    echo "=========     and Write access at nvjet_sm90_tst_128x256+0x2ee0 [8 hazards]"
+    echo "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"; exit 99 ;;
   crashy*) echo "========= Internal Sanitizer Error: The Sanitizer failed to handle a hardware exception."
     echo "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"; exit 99 ;;
   racycrash*) echo "========= Error: Race reported between Read access at k+0x10"
@@ -146,3 +152,47 @@ def test_per_check_runs_one_process_per_scenario_and_check(fake_env):
     assert sorted(args.read_text().splitlines()) == [
         "--check layout --scenario /suite dir/clean_a.json", "--check pack --scenario /suite dir/clean_a.json"]
     assert (tmp_path / "results" / "sanitizer" / "memcheck" / "clean_a.pack.log").exists()
+
+
+def test_hazards_only_outside_the_project_are_external_and_fail_unless_allowed(fake_env):
+    tmp_path, env = fake_env
+    proc, rows = run(tmp_path, env, ["extonly_a", "clean_b"], MLA_SANITIZER_TOOLS="racecheck")
+    assert proc.returncode == 1
+    by_name = {r[1]: r for r in rows}
+    assert by_name["extonly_a"][2] == "EXTERNAL"
+    assert by_name["extonly_a"][4].endswith("; in: nvjet_sm90_tst_128x256")
+    assert "1 of 2 runs clean, 1 with hazards only outside this project" in proc.stdout
+    proc, rows = run(tmp_path, env, ["extonly_a", "clean_b"], MLA_SANITIZER_TOOLS="racecheck",
+                     MLA_SANITIZER_EXTERNAL_OK="1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # A hazard in our code next to a library's is ours: still ERRORS, and never allowed.
+    proc, rows = run(tmp_path, env, ["racy_a"], MLA_SANITIZER_TOOLS="racecheck", MLA_SANITIZER_EXTERNAL_OK="1")
+    assert proc.returncode == 1
+    assert rows[0][2] == "ERRORS"
+
+
+def test_a_run_stopped_early_keeps_the_rows_of_the_runs_that_ended(fake_env):
+    tmp_path, env = fake_env
+    env = dict(env, FAKE_SCENARIOS="clean_a slow_b", MLA_SANITIZER_TOOLS="memcheck", MLA_JOBS="2",
+               MLA_SANITIZER_TIMEOUT="60")
+    partial = tmp_path / "results" / "sanitizer.partial.tsv"
+    proc = subprocess.Popen(["bash", str(SCRIPT), "results"], env=env, cwd=tmp_path, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (partial.exists() and "clean_a" in partial.read_text()):
+            time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    rows = [line.split("\t") for line in partial.read_text().splitlines()]
+    assert [(r[0], r[1], r[2]) for r in rows] == [("memcheck", "clean_a", "PASS")]
+    assert not (tmp_path / "results" / "sanitizer.tsv").read_text()  # sorted only at the end
+
+
+def test_a_finished_run_leaves_no_partial_file(fake_env):
+    tmp_path, env = fake_env
+    proc, rows = run(tmp_path, env, ["clean_a"], MLA_SANITIZER_TOOLS="memcheck")
+    assert proc.returncode == 0
+    assert len(rows) == 1
+    assert not (tmp_path / "results" / "sanitizer.partial.tsv").exists()

@@ -656,6 +656,8 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
     for (int i = 0; i < 3; ++i) {
       SCOPED_TRACE(std::string("MLA_DENSE_MHA_IMPL=") + impls[i]);
       ScopedEnv env("MLA_DENSE_MHA_IMPL", impls[i]);
+      ScopedEnv schedule("MLA_DENSE_WGMMA_SCHEDULE", nullptr);  // the default: persistent
+      ScopedEnv cap("MLA_DENSE_WGMMA_MAX_CTAS", nullptr);
       d_out->reset_cuda();
       d_lse->reset_cuda();
       require(cuda_->dense_mha(pb.params(kCuda)), "cuda dense_mha");
@@ -665,20 +667,25 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
       expect_close_bf16(ref_out, impl_out[i], name + " out vs host");
       expect_close_f32(ref_lse, impl_lse[i], name + " lse vs host", 1e-4, 0.0);
     }
-    {
-      // The wgmma kernel with 3 CTAs looping over every item (the path of grids past INT_MAX items):
-      // the same per-item computation, so the same bits.
-      SCOPED_TRACE("MLA_DENSE_MHA_IMPL=wgmma MLA_DENSE_WGMMA_MAX_CTAS=3");
+    // The wgmma kernel's other schedules: one CTA per item (grid), 3 CTAs looping over the items
+    // (the grid's path past INT_MAX items), and the default dynamic schedule on 3 CTAs. The same
+    // per-item computation, so the same bits. The dynamic runs also check that each launch leaves
+    // its item counter at zero for the next (else the next one skips items: poison in out).
+    const char* loops[][2] = {{nullptr, "grid"}, {"3", "grid"}, {"3", "persistent"}};
+    for (const auto& loop : loops) {
+      SCOPED_TRACE(std::string("MLA_DENSE_MHA_IMPL=wgmma MLA_DENSE_WGMMA_MAX_CTAS=") + (loop[0] ? loop[0] : "(unset)") +
+                   " MLA_DENSE_WGMMA_SCHEDULE=" + loop[1]);
       ScopedEnv env("MLA_DENSE_MHA_IMPL", "wgmma");
-      ScopedEnv cap("MLA_DENSE_WGMMA_MAX_CTAS", "3");
+      ScopedEnv cap("MLA_DENSE_WGMMA_MAX_CTAS", loop[0]);
+      ScopedEnv schedule("MLA_DENSE_WGMMA_SCHEDULE", loop[1]);
       d_out->reset_cuda();
       d_lse->reset_cuda();
       require(cuda_->dense_mha(pb.params(kCuda)), "cuda dense_mha");
       sync();
-      EXPECT_EQ(d_out->read<bf16_t>(kCuda, "out"), impl_out[2]) << name << ": out, 3 looping CTAs vs one CTA per item";
+      EXPECT_EQ(d_out->read<bf16_t>(kCuda, "out"), impl_out[2]) << name << ": out, vs the default schedule";
       const auto looped_lse = d_lse->read<float>(kCuda, "lse");
       EXPECT_EQ(0, std::memcmp(looped_lse.data(), impl_lse[2].data(), looped_lse.size() * sizeof(float)))
-          << name << ": lse, 3 looping CTAs vs one CTA per item";
+          << name << ": lse, vs the default schedule";
     }
     expect_close_bf16(impl_out[1], impl_out[0], name + " out tc vs simple");
     expect_close_f32(impl_lse[1], impl_lse[0], name + " lse tc vs simple", 1e-4, 0.0);
@@ -701,6 +708,21 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
     }
     pb.expect_inputs_unchanged();
   }
+}
+
+// MLA_DENSE_WGMMA_SCHEDULE takes 'persistent' or 'grid'; a typo is an error that names the
+// variable, not a silent default. Skipped where the wgmma kernel does not run.
+TEST_F(CudaAttentionTest, DenseMhaRejectsUnknownSchedule) {
+  ScopedEnv impl("MLA_DENSE_MHA_IMPL", "wgmma");
+  if (cuda_->info().kernels.find("dense_mha=wgmma") == std::string::npos) {
+    GTEST_SKIP() << "the wgmma dense kernel does not run here: " << cuda_->info().kernels;
+  }
+  Rng rng(7070);
+  const DenseProblem pb(*host_, *cuda_, rng, 2, {70}, {90}, /*q_pad=*/0, /*causal=*/true, 0.5f);
+  ScopedEnv schedule("MLA_DENSE_WGMMA_SCHEDULE", "gird");
+  const Status st = cuda_->dense_mha(pb.params(kCuda));
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("MLA_DENSE_WGMMA_SCHEDULE"), std::string::npos) << st.message();
 }
 
 // MLA_DENSE_WGMMA_DEBUG isolates the two products of the Hopper `wgmma` kernel (dense_mha_wgmma.h):
