@@ -93,8 +93,17 @@ run_one() {
     kernels="$(sed -nE 's/^=+ +(Error: Race reported between|and) [A-Za-z]+ access at (.+)\+0x[0-9a-f]+( in [^ ]+)?( \[[0-9]+ hazards?\])?$/\2/p' "$log" |
       sort -u | paste -sd ';' -)"
     [[ -n "$kernels" ]] && summary="$summary; in: $kernels"
-    # Ours are in namespace mla (kernels, and the device helpers racecheck names when inlined).
-    if [[ -n "$kernels" ]] && ! grep -q 'mla::' <<<"$kernels"; then external=1; fi
+    # EXTERNAL: every hazard parsed (each "Race reported" line is an "Error: Race reported
+    # between" one), none in namespace mla (our kernels, and the device helpers racecheck names
+    # when inlined), and racecheck finished (after an Internal Sanitizer Error the kernels it had
+    # not reached are unchecked).
+    local reported parsed
+    reported=$(grep -c 'Race reported' "$log")
+    parsed=$(grep -cE '^=+ +Error: Race reported between [A-Za-z]+ access at ' "$log")
+    if [[ -n "$kernels" && "$reported" == "$parsed" ]] && ! grep -q 'mla::' <<<"$kernels" &&
+      ! grep -q 'Internal Sanitizer Error' "$log"; then
+      external=1
+    fi
   fi
   # The sanitizer failed: TOOL_ERROR, unless it had reported a finding of its own before.
   if grep -q 'Internal Sanitizer Error' "$log" &&

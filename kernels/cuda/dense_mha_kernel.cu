@@ -30,8 +30,9 @@
 // `wgmma` (default; sm_90a builds, compute capability 9.0 devices): FlashAttention-3-style, one
 // work item per (request, 128 queries, head), run by CTAs of 384 threads (a TMA producer warpgroup
 // and two wgmma consumer warpgroups) on a persistent grid that takes items dynamically
-// (MLA_DENSE_WGMMA_SCHEDULE = persistent (default) | grid: one CTA per item); key tiles of 128 loaded and multiplied at once, the online softmax still per 64
-// keys as above; see dense_mha_wgmma_kernel.cu. Built when the configured CUDA architectures
+// (MLA_DENSE_WGMMA_SCHEDULE = persistent (default) | grid: one CTA per item); key tiles of 128
+// loaded and multiplied at once, the online softmax still per 64 keys as above; see
+// dense_mha_wgmma_kernel.cu. Built when the configured CUDA architectures
 // include 90 (MLA_HAVE_WGMMA); otherwise, or on other devices, it falls back to `tc`.
 // MLA_DENSE_WGMMA_DEBUG = scores | values makes it write one isolated product instead of the
 // attention (dense_mha_wgmma.h; an unsupported error when the wgmma kernel cannot run).

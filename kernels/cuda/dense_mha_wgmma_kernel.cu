@@ -370,8 +370,9 @@ __device__ __forceinline__ int64_t nth_item(const DenseArgs& a, uint32_t sbase, 
         if (n >= 2) wgmma::mbar_wait(sbase + bar_sched_empty(s), ((n >> 1) - 1) & 1);
         w = static_cast<int64_t>(atomicAdd(a.work_counter, 1ULL));
         // A clean launch sees at most items + gridDim.x - 1 here and fewer than gridDim.x CTAs
-        // done below; anything else is a counter left dirty (an aborted or overlapping launch):
-        // fail loudly rather than skip or redo items.
+        // done below. A best-effort guard against counters shared by overlapping launches (which
+        // launch() rules out) or left dirty: it traps where it can tell, but a dirty counter
+        // below `items` goes unnoticed (items skipped).
         if (w >= items + gridDim.x) __trap();
         if (w >= items) {
           __threadfence();
@@ -762,27 +763,35 @@ Status make_maps(const DenseArgs& a, TmaMaps* maps) {
 // and two item slots per CTA for up to `capacity` CTAs (the device's SM count), allocated on the
 // stream's first persistent launch, the counters zeroed in stream order, and kept for the process;
 // every launch leaves the counters at zero again (nth_item). Launches on one stream run in order;
-// launches on different streams get different states, so they may overlap. Hazard: a stream
-// created with the handle of a destroyed one gets its state, so a stream must be destroyed only
-// after its work is done (CudaBackend synchronises its stream first).
+// launches on different streams get different states, so they may overlap. Streams are told apart
+// by cudaStreamGetId (unique for the process's lifetime, also for the per-thread default streams),
+// not by handle (a new stream can reuse a destroyed one's handle while its work still runs).
 struct Schedule {
   unsigned long long* counter = nullptr;
   long long* slots = nullptr;
   int capacity = 0;
 };
+// A failed allocation or memset leaves no state behind and clears the runtime's last error.
 Status schedule_state(int device, int capacity, cudaStream_t stream, Schedule* out) {
   static std::mutex mu;
-  static std::map<std::pair<int, cudaStream_t>, Schedule> states;
+  static std::map<std::pair<int, unsigned long long>, Schedule> states;
+  unsigned long long stream_id = 0;
+  MLA_CUDA_CHECK(cudaStreamGetId(stream, &stream_id));
   std::lock_guard<std::mutex> lock(mu);
-  Schedule& st = states[{device, stream}];
+  Schedule& st = states[{device, stream_id}];
   if (st.counter == nullptr) {
     const size_t bytes = 2 * sizeof(unsigned long long) + 2 * sizeof(long long) * static_cast<size_t>(capacity);
     void* p = nullptr;
-    MLA_CUDA_CHECK(cudaMalloc(&p, bytes));
-    const cudaError_t err = cudaMemsetAsync(p, 0, 2 * sizeof(unsigned long long), stream);
+    cudaError_t err = cudaMalloc(&p, bytes);
+    if (err == cudaSuccess) {
+      err = cudaMemsetAsync(p, 0, 2 * sizeof(unsigned long long), stream);
+      if (err != cudaSuccess) (void)cudaFree(p);
+    }
     if (err != cudaSuccess) {
-      (void)cudaFree(p);
-      return Status::error(std::string("dense MHA (wgmma): zeroing the schedule counters: ") + cudaGetErrorString(err));
+      (void)cudaGetLastError();
+      return Status::error(std::string("dense MHA (wgmma): the schedule's counters and item slots (") +
+                           std::to_string(bytes) + " bytes): " + cudaGetErrorName(err) + " (" +
+                           cudaGetErrorString(err) + ")");
     }
     st.counter = static_cast<unsigned long long*>(p);
     st.slots = reinterpret_cast<long long*>(st.counter + 2);
@@ -821,7 +830,8 @@ Status launch(const DenseArgs& args, dim3 grid, Debug debug, cudaStream_t stream
   const char* schedule = std::getenv("MLA_DENSE_WGMMA_SCHEDULE");
   const bool grid_schedule = schedule != nullptr && std::string(schedule) == "grid";
   if (schedule != nullptr && schedule[0] != '\0' && !grid_schedule && std::string(schedule) != "persistent") {
-    return Status::error(std::string("MLA_DENSE_WGMMA_SCHEDULE is '") + schedule + "' (expected 'persistent' or 'grid')");
+    return Status::error(std::string("MLA_DENSE_WGMMA_SCHEDULE is '") + schedule +
+                         "' (expected 'persistent' or 'grid')");
   }
   const bool dynamic = debug == Debug::kNone && !grid_schedule;
   if (dynamic) {

@@ -36,6 +36,9 @@ case "$name" in
     else echo "========= ERROR SUMMARY: 0 errors"; fi
     exit 0 ;;
   dirty*) echo "========= ERROR SUMMARY: 2 errors"; exit 99 ;;
+  racycrash*) echo "========= Error: Race reported between Read access at k+0x10"
+    echo "========= Internal Sanitizer Error: The Sanitizer failed to handle a hardware exception."
+    echo "========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)"; exit 99 ;;
   racy*)  # the formats of compute-sanitizer 2025.3: without line info (cuBLAS) and with it
     echo "========= Error: Race reported between Read access at gemm_kernel_a+0x940"
     echo "=========     and Write access at gemm_kernel_a+0x36d0 [1024 hazards]"
@@ -43,15 +46,20 @@ case "$name" in
     echo "=========     and Read access at mla::ld(unsigned int)+0x20 in d.cuh:110 [1 hazard]"
     echo "========= Error: Race reported between Read access at gemm_kernel_a+0x950"
     echo "========= RACECHECK SUMMARY: 3 hazards displayed (3 errors, 0 warnings)"; exit 99 ;;
+  extcrash*)  # a library kernel's hazard, then racecheck itself failed: the rest is unchecked
+    echo "========= Error: Race reported between Read access at nvjet_sm90_tst_128x256+0x9b0"
+    echo "========= Internal Sanitizer Error: The Sanitizer failed to handle a hardware exception."
+    echo "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"; exit 99 ;;
+  extwarn*)  # a library kernel's hazard and a line the parser does not know
+    echo "========= Error: Race reported between Read access at nvjet_sm90_tst_128x256+0x9b0"
+    echo "========= Warning: Race reported between Write access at mla::st(unsigned int)+0x10 and something new"
+    echo "========= RACECHECK SUMMARY: 2 hazards displayed (1 error, 1 warning)"; exit 99 ;;
   extonly*)  # every hazard in a library kernel (cuBLAS's, say), none in namespace mla
     echo "========= Error: Race reported between Read access at nvjet_sm90_tst_128x256+0x9b0"
     echo "=========     and Write access at nvjet_sm90_tst_128x256+0x2ee0 [8 hazards]"
     echo "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"; exit 99 ;;
   crashy*) echo "========= Internal Sanitizer Error: The Sanitizer failed to handle a hardware exception."
     echo "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"; exit 99 ;;
-  racycrash*) echo "========= Error: Race reported between Read access at k+0x10"
-    echo "========= Internal Sanitizer Error: The Sanitizer failed to handle a hardware exception."
-    echo "========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)"; exit 99 ;;
   broken*) echo "mla-check: invalid scenario"; exit 2 ;;
   slow*) sleep 5; exit 0 ;;
 esac
@@ -165,10 +173,12 @@ def test_hazards_only_outside_the_project_are_external_and_fail_unless_allowed(f
     proc, rows = run(tmp_path, env, ["extonly_a", "clean_b"], MLA_SANITIZER_TOOLS="racecheck",
                      MLA_SANITIZER_EXTERNAL_OK="1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    # A hazard in our code next to a library's is ours: still ERRORS, and never allowed.
-    proc, rows = run(tmp_path, env, ["racy_a"], MLA_SANITIZER_TOOLS="racecheck", MLA_SANITIZER_EXTERNAL_OK="1")
+    # A hazard in our code next to a library's is ours, as is a run racecheck did not finish or a
+    # report line the script cannot read: still ERRORS, and never allowed.
+    proc, rows = run(tmp_path, env, ["racy_a", "extcrash_b", "extwarn_c"], MLA_SANITIZER_TOOLS="racecheck",
+                     MLA_SANITIZER_EXTERNAL_OK="1")
     assert proc.returncode == 1
-    assert rows[0][2] == "ERRORS"
+    assert {r[1]: r[2] for r in rows} == {"racy_a": "ERRORS", "extcrash_b": "ERRORS", "extwarn_c": "ERRORS"}
 
 
 def test_a_run_stopped_early_keeps_the_rows_of_the_runs_that_ended(fake_env):

@@ -670,11 +670,11 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
     // The wgmma kernel's other schedules: one CTA per item (grid), 3 CTAs looping over the items
     // (the grid's path past INT_MAX items), and the default dynamic schedule on 3 CTAs. The same
     // per-item computation, so the same bits. The dynamic runs also check that each launch leaves
-    // its item counter at zero for the next (else the next one skips items: poison in out).
+    // its item counter at zero for the next (else the next one skips items, poison in out, or traps).
     const char* loops[][2] = {{nullptr, "grid"}, {"3", "grid"}, {"3", "persistent"}};
     for (const auto& loop : loops) {
-      SCOPED_TRACE(std::string("MLA_DENSE_MHA_IMPL=wgmma MLA_DENSE_WGMMA_MAX_CTAS=") + (loop[0] ? loop[0] : "(unset)") +
-                   " MLA_DENSE_WGMMA_SCHEDULE=" + loop[1]);
+      SCOPED_TRACE(std::string("MLA_DENSE_MHA_IMPL=wgmma MLA_DENSE_WGMMA_MAX_CTAS=") +
+                   (loop[0] ? loop[0] : "(unset)") + " MLA_DENSE_WGMMA_SCHEDULE=" + loop[1]);
       ScopedEnv env("MLA_DENSE_MHA_IMPL", "wgmma");
       ScopedEnv cap("MLA_DENSE_WGMMA_MAX_CTAS", loop[0]);
       ScopedEnv schedule("MLA_DENSE_WGMMA_SCHEDULE", loop[1]);
