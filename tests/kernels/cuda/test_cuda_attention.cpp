@@ -725,6 +725,51 @@ TEST_F(CudaAttentionTest, DenseMhaRejectsUnknownSchedule) {
   EXPECT_NE(st.message().find("MLA_DENSE_WGMMA_SCHEDULE"), std::string::npos) << st.message();
 }
 
+// Two backends (two streams) running the default persistent dense kernel at once: each stream has
+// its own schedule state (item counters and slots), so both launches get every item and the same
+// bits as a launch alone. With one state per device, the second launch's CTAs would draw from the
+// first's counter (leaving outputs poisoned) or trap. Skipped where the wgmma kernel does not run.
+TEST_F(CudaAttentionTest, DenseMhaOnTwoStreamsAtOnce) {
+  ScopedEnv impl("MLA_DENSE_MHA_IMPL", "wgmma");
+  ScopedEnv schedule("MLA_DENSE_WGMMA_SCHEDULE", nullptr);
+  ScopedEnv cap("MLA_DENSE_WGMMA_MAX_CTAS", nullptr);
+  if (cuda_->info().kernels.find("dense_mha=wgmma") == std::string::npos) {
+    GTEST_SKIP() << "the wgmma dense kernel does not run here: " << cuda_->info().kernels;
+  }
+  std::string error;
+  const std::unique_ptr<Backend> other = mla::make_cuda_backend(&error);
+  ASSERT_NE(other, nullptr) << error;
+  Rng rng(5151);
+  // 1024 items (16 query tiles x 2 requests x 32 heads): long enough for the launches to overlap.
+  const DenseProblem pb(*host_, *cuda_, rng, 32, {2048, 2048}, {2048, 2048}, /*q_pad=*/0, /*causal=*/true,
+                        0.0721688f);
+  require(cuda_->dense_mha(pb.params(kCuda)), "cuda dense_mha (alone)");
+  sync();
+  const auto want_out = pb.d_out->read<bf16_t>(kCuda, "out");
+  const auto want_lse = pb.d_lse->read<float>(kCuda, "lse");
+  auto out2 = Dual::poisoned(*host_, *cuda_, want_out.size() * sizeof(bf16_t));
+  auto lse2 = Dual::poisoned(*host_, *cuda_, want_lse.size() * sizeof(float));
+  mla::DenseMhaParams p2 = pb.params(kCuda);
+  p2.out = out2->ptr<bf16_t>(kCuda);
+  p2.lse = lse2->ptr<float>(kCuda);
+  for (int round = 0; round < 3; ++round) {
+    pb.d_out->reset_cuda();
+    pb.d_lse->reset_cuda();
+    out2->reset_cuda();
+    lse2->reset_cuda();
+    require(cuda_->dense_mha(pb.params(kCuda)), "dense_mha on the first stream");
+    require(other->dense_mha(p2), "dense_mha on the second stream");
+    sync();
+    require(other->synchronize(), "synchronize the second stream");
+    EXPECT_EQ(pb.d_out->read<bf16_t>(kCuda, "out"), want_out) << "first stream, round " << round;
+    EXPECT_EQ(out2->read<bf16_t>(kCuda, "out"), want_out) << "second stream, round " << round;
+    const auto lse_a = pb.d_lse->read<float>(kCuda, "lse");
+    const auto lse_b = lse2->read<float>(kCuda, "lse");
+    EXPECT_EQ(0, std::memcmp(lse_a.data(), want_lse.data(), want_lse.size() * sizeof(float))) << "round " << round;
+    EXPECT_EQ(0, std::memcmp(lse_b.data(), want_lse.data(), want_lse.size() * sizeof(float))) << "round " << round;
+  }
+}
+
 // MLA_DENSE_WGMMA_DEBUG isolates the two products of the Hopper `wgmma` kernel (dense_mha_wgmma.h):
 // `scores` writes out[t, h, j] = scale * q_t . k_j for the request's keys j < 128 (S = Q K^T: the
 // Q / K shared-memory layouts and K-major descriptors), `values` writes out[t, h, :] = v[i % 128]
