@@ -56,21 +56,19 @@
 
 #include <cuda.h>
 #include <cuda_runtime.h>
-#include <cudaTypedefs.h>
 
 #include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <map>
-#include <mutex>
 #include <string>
-#include <utility>
 
 #include "kernels/common/attention_params.h"
 #include "kernels/cuda/attention_device.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_probe.h"
+#include "kernels/cuda/tensor_map.h"
+#include "kernels/cuda/work_schedule.h"
 #include "kernels/cuda/wgmma_device.cuh"
 
 namespace mla::dense_wgmma {
@@ -683,43 +681,10 @@ bool probe(int device) {
   return true;
 }
 
-using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
-
-// The driver's cuTensorMapEncodeTiled through the runtime (no link against libcuda); nullptr when
-// the driver does not have it.
-EncodeTiled encode_tiled() {
-  static const EncodeTiled fn = []() -> EncodeTiled {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-#if CUDART_VERSION >= 12050
-    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found);
-#else  // CUDA 12.0 - 12.4: the by-version query does not exist yet
-    const cudaError_t err = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p, cudaEnableDefault, &found);
-#endif
-    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return nullptr;
-    }
-    return reinterpret_cast<EncodeTiled>(p);
-  }();
-  return fn;
-}
-
-// A bf16 map with 128-byte swizzle over `rank` dims (innermost first; strides in bytes of dims 1..).
-bool encode(EncodeTiled fn, CUtensorMap* map, const bf16_t* base, cuuint32_t rank, const cuuint64_t* dims,
-            const cuuint64_t* strides, const cuuint32_t* box) {
-  const cuuint32_t element_strides[3] = {1, 1, 1};
-  return fn(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<bf16_t*>(base), dims, strides, box, element_strides,
-            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 // The tensor maps of `a` (TmaMaps). Fails only where the driver cannot encode them: launch()'s
 // contract (16-byte aligned pointers, token strides multiples of 8 elements) is what TMA needs.
 Status make_maps(const DenseArgs& a, TmaMaps* maps) {
   *maps = TmaMaps{};
-  const EncodeTiled fn = encode_tiled();
-  if (fn == nullptr) return Status::error("dense MHA (wgmma): the driver has no cuTensorMapEncodeTiled");
   // Extents of at least 1: a map is encoded even when there are no keys (no tile is then loaded).
   auto extent = [](int64_t n) { return static_cast<cuuint64_t>(n > 0 ? n : 1); };
   const cuuint64_t heads = extent(a.num_heads), queries = extent(a.total_q), keys = extent(a.total_k);
@@ -751,53 +716,13 @@ Status make_maps(const DenseArgs& a, TmaMaps* maps) {
                      {"k_pe", &maps->k_pe, key_base(a.k_pe), 2, k_pe_dims, k_pe_strides, box2},
                      {"v", &maps->v, key_base(a.v), 3, v_dims, v_strides, box3}};
   for (const Map& m : all) {
-    if (!encode(fn, m.map, m.base, m.rank, m.dims, m.strides, m.box)) {
+    bool no_driver = false;
+    if (!cuda_tma::encode_bf16_sw128(m.map, m.base, m.rank, m.dims, m.strides, m.box, &no_driver)) {
+      if (no_driver) return Status::error("dense MHA (wgmma): the driver has no cuTensorMapEncodeTiled");
       return Status::error(std::string("dense MHA (wgmma): cuTensorMapEncodeTiled failed for ") + m.name +
                            " (token stride " + std::to_string(m.strides[m.rank - 2]) + " bytes)");
     }
   }
-  return Status();
-}
-
-// The dynamic schedule's device state for (device, stream): two counters (next item, CTAs done)
-// and two item slots per CTA for up to `capacity` CTAs (the device's SM count), allocated on the
-// stream's first persistent launch, the counters zeroed in stream order, and kept for the process;
-// every launch leaves the counters at zero again (nth_item). Launches on one stream run in order;
-// launches on different streams get different states, so they may overlap. Streams are told apart
-// by cudaStreamGetId (unique for the process's lifetime, also for the per-thread default streams),
-// not by handle (a new stream can reuse a destroyed one's handle while its work still runs).
-struct Schedule {
-  unsigned long long* counter = nullptr;
-  long long* slots = nullptr;
-  int capacity = 0;
-};
-// A failed allocation or memset leaves no state behind and clears the runtime's last error.
-Status schedule_state(int device, int capacity, cudaStream_t stream, Schedule* out) {
-  static std::mutex mu;
-  static std::map<std::pair<int, unsigned long long>, Schedule> states;
-  unsigned long long stream_id = 0;
-  MLA_CUDA_CHECK(cudaStreamGetId(stream, &stream_id));
-  std::lock_guard<std::mutex> lock(mu);
-  Schedule& st = states[{device, stream_id}];
-  if (st.counter == nullptr) {
-    const size_t bytes = 2 * sizeof(unsigned long long) + 2 * sizeof(long long) * static_cast<size_t>(capacity);
-    void* p = nullptr;
-    cudaError_t err = cudaMalloc(&p, bytes);
-    if (err == cudaSuccess) {
-      err = cudaMemsetAsync(p, 0, 2 * sizeof(unsigned long long), stream);
-      if (err != cudaSuccess) (void)cudaFree(p);
-    }
-    if (err != cudaSuccess) {
-      (void)cudaGetLastError();
-      return Status::error(std::string("dense MHA (wgmma): the schedule's counters and item slots (") +
-                           std::to_string(bytes) + " bytes): " + cudaGetErrorName(err) + " (" +
-                           cudaGetErrorString(err) + ")");
-    }
-    st.counter = static_cast<unsigned long long*>(p);
-    st.slots = reinterpret_cast<long long*>(st.counter + 2);
-    st.capacity = capacity;
-  }
-  *out = st;
   return Status();
 }
 
@@ -809,7 +734,7 @@ bool runs_on(int device) {
 }
 
 Status launch(const DenseArgs& args, dim3 grid, Debug debug, cudaStream_t stream) {
-  Schedule sched;
+  WorkSchedule sched;
   const int64_t items = static_cast<int64_t>(grid.x) * grid.y;
   if (items == 0) return Status();
   TmaMaps maps;
@@ -839,7 +764,8 @@ Status launch(const DenseArgs& args, dim3 grid, Debug debug, cudaStream_t stream
     MLA_CUDA_CHECK(cudaGetDevice(&device));
     MLA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     if (sms < max_ctas) max_ctas = sms;
-    MLA_RETURN_IF_ERROR(schedule_state(device, sms, stream, &sched));
+    const Status st = work_schedule_for(device, sms, stream, &sched);
+    if (!st.ok()) return Status::error("dense MHA (wgmma): " + st.message());
   }
   const auto ctas = static_cast<unsigned>(items < max_ctas ? items : max_ctas);
   if (dynamic && static_cast<int64_t>(ctas) > sched.capacity) {

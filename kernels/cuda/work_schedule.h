@@ -1,0 +1,27 @@
+// Device state of a persistent kernel's dynamic schedule: an item counter, a count of CTAs done, and
+// item slots per CTA through which a CTA's fetching thread hands each item index to its other warps
+// (dense_mha_wgmma_kernel.cu's nth_item). Host-only.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/common/status.h"
+
+namespace mla {
+
+struct WorkSchedule {
+  unsigned long long* counter = nullptr;  // [2]: next item, CTAs done; zero between launches
+  long long* slots = nullptr;             // [capacity][2]: each CTA's two item slots
+  int capacity = 0;                       // CTAs the slots are for
+};
+
+// The state for (device, stream): allocated on the stream's first call, with the counters zeroed
+// in stream order (cudaMemsetAsync), and kept for the process. The kernel must leave the counters
+// at zero when it ends. Launches on one stream run in order, so they never share the state while
+// running; each stream has its own, told apart by cudaStreamGetId (unique for the process's
+// lifetime, also for the per-thread default streams; a handle can be reused by a new stream while
+// a destroyed one's work still runs). `capacity` is used on the first call only. A failed
+// allocation or memset leaves no state behind and clears the runtime's last error.
+Status work_schedule_for(int device, int capacity, cudaStream_t stream, WorkSchedule* out);
+
+}  // namespace mla
