@@ -11,18 +11,19 @@
 # Writes RESULTS_DIR/sanitizer/TOOL/SCENARIO.log and RESULTS_DIR/sanitizer.tsv (tool, scenario,
 # status, seconds, summary line), sorted, at the end; while it runs, each row is appended to
 # RESULTS_DIR/sanitizer.partial.tsv as its run ends (what is left there when the script is stopped
-# early; removed once sanitizer.tsv is written). Status is PASS (exit 0 and a zero-error summary),
-# ERRORS (the sanitizer found something: exit 99), EXTERNAL (racecheck: every reported hazard is in
-# functions outside this project, none in namespace mla::, e.g. cuBLAS's nvjet_* GEMM kernels),
-# TOOL_ERROR (the sanitizer itself failed: "Internal Sanitizer
-# Error" and no finding of its own before that), TIMEOUT, or FAIL (any other exit: mla-check itself
+# early; removed once sanitizer.tsv is written). Stopped by INT or TERM, it stops the runs in
+# progress too and exits with 130. Status is PASS (exit 0 and a zero-error summary), ERRORS (the
+# sanitizer found something: exit 99), EXTERNAL (racecheck: every reported hazard is in functions
+# outside this project, none in namespace mla::, e.g. cuBLAS's nvjet_* GEMM kernels), TOOL_ERROR
+# (the sanitizer itself failed: "Internal Sanitizer Error" and no finding of its own before that),
+# TIMEOUT, STOPPED (the script was stopped while it ran), or FAIL (any other exit: mla-check itself
 # failed). For racecheck hazards the summary names the functions of both accesses (the innermost:
 # often an inlined helper rather than the kernel; cuBLAS's own GEMM kernels, nvjet_*, are reported
 # by racecheck too, and are not ours). Racecheck is run on every kernel: with
 # a --kernel-name or --kernel-name-exclude filter, compute-sanitizer 2025.3.1 failed with "Internal
 # Sanitizer Error: failed to handle a hardware exception" in the forward step (H200, CUDA 13.0).
 # Exit status: 0 when every run is PASS (or EXTERNAL, with MLA_SANITIZER_EXTERNAL_OK=1), 1
-# otherwise, 2 on a usage error.
+# otherwise, 2 on a usage error, 130 when stopped.
 #
 # Environment: MLA_BUILD_DIR (build), MLA_SANITIZER_TOOLS ("memcheck racecheck initcheck"),
 # MLA_SANITIZER_TIMEOUT (seconds per process, 900), MLA_JOBS (parallel processes, all cores),
@@ -80,8 +81,13 @@ run_one() {
   mkdir -p "$RESULTS/sanitizer/$tool"
   log="$RESULTS/sanitizer/$tool/$name.log"
   start=$(date +%s)
+  # In the background, registered in $RUNNING until its row is out: a file named after the timeout's
+  # PID, holding this shell's (stop_runs).
   timeout -k 30 "$TIMEOUT" compute-sanitizer --tool "$tool" --error-exitcode 99 \
-    "$CHECK" --backend cuda --no-isolate --quiet "${only[@]}" --scenario "$file" >"$log" 2>&1
+    "$CHECK" --backend cuda --no-isolate --quiet "${only[@]}" --scenario "$file" >"$log" 2>&1 &
+  local tpid=$!
+  echo "$BASHPID" >"$RUNNING/$tpid"
+  wait "$tpid"
   rc=$?
   secs=$(( $(date +%s) - start ))
   summary="$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1 | sed 's/^=* *//')"
@@ -110,7 +116,9 @@ run_one() {
     ! grep -qE '^=+ +(Error: Race reported|Invalid |Uninitialized )' "$log"; then
     rc=tool
   fi
+  if [[ -e "$RUNNING/.stop" ]]; then rc=stopped; fi
   case "$rc" in
+    stopped) status=STOPPED; summary="${summary:-stopped with the script, no summary line}" ;;
     tool) status=TOOL_ERROR ;;
     0) if [[ "$summary" =~ ^(ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards) ]]; then status=PASS; else status=FAIL; fi ;;
     99) if [[ "$external" == 1 ]]; then status=EXTERNAL; else status=ERRORS; fi ;;
@@ -118,17 +126,53 @@ run_one() {
     *) status=FAIL ;;
   esac
   printf '%s\t%s\t%s\t%s\t%s\n' "$tool" "$name" "$status" "$secs" "${summary:-exit $rc, no summary line}"
+  rm -f "$RUNNING/$tpid"
 }
+RUNNING="$RESULTS/sanitizer.running"  # a file per run in progress, named after its timeout's PID
+rm -rf "$RUNNING"
+mkdir -p "$RUNNING" || exit 2
 export -f run_one
-export RESULTS CHECK TIMEOUT
+export RESULTS CHECK TIMEOUT RUNNING
 
 TSV="$RESULTS/sanitizer.tsv"
 PARTIAL="$RESULTS/sanitizer.partial.tsv"
+QUEUE="$RESULTS/sanitizer.queue"
 : >"$PARTIAL"
 for tool in $TOOLS; do
   for f in "${FILES[@]}"; do printf '%s\n%s\n' "$tool" "$f"; done
-done | xargs -d '\n' -n 2 -P "$JOBS" bash -c 'run_one "$0" "$1"' | tee -a "$PARTIAL" | sort >"$TSV"
-rm -f "$PARTIAL"
+done >"$QUEUE"
+
+# Stopped (INT / TERM): no new run starts, and the runs in progress stop too. Each `timeout` runs
+# in a process group of its own, out of reach of a signal to ours (Ctrl-C), so each is told by PID
+# (it passes the signal on to the sanitizer and its target); their rows say STOPPED.
+stop_runs() {
+  trap - INT TERM
+  : >"$RUNNING/.stop"
+  kill -TERM "$XARGS" 2>/dev/null
+  local f i
+  for f in "$RUNNING"/[0-9]*; do kill -TERM "${f##*/}" 2>/dev/null; done
+  wait "$XARGS" 2>/dev/null
+  # Until every run's shell has written its row (or is gone: Ctrl-C reaches those shells too); at
+  # most ~40 s (timeout's -k 30).
+  for ((i = 0; i < 400; ++i)); do
+    local busy=0
+    for f in "$RUNNING"/[0-9]*; do
+      [[ -e "$f" ]] && kill -0 "$(cat "$f" 2>/dev/null)" 2>/dev/null && busy=1
+    done
+    ((busy)) || break
+    sleep 0.1
+  done
+  rm -rf "$RUNNING" "$QUEUE"
+  echo "$0: stopped; the rows of the runs that ended are in $PARTIAL" >&2
+  exit 130
+}
+xargs -d '\n' -n 2 -P "$JOBS" -a "$QUEUE" bash -c 'run_one "$0" "$1"' >>"$PARTIAL" &
+XARGS=$!
+trap stop_runs INT TERM
+wait "$XARGS"
+trap - INT TERM
+sort "$PARTIAL" >"$TSV"
+rm -rf "$PARTIAL" "$RUNNING" "$QUEUE"
 
 total=$(wc -l <"$TSV")
 passed=$(awk -F'\t' '$3 == "PASS"' "$TSV" | wc -l)

@@ -61,7 +61,7 @@ case "$name" in
   crashy*) echo "========= Internal Sanitizer Error: The Sanitizer failed to handle a hardware exception."
     echo "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"; exit 99 ;;
   broken*) echo "mla-check: invalid scenario"; exit 2 ;;
-  slow*) sleep 5; exit 0 ;;
+  slow*) [[ -n "${FAKE_PIDS:-}" ]] && echo $$ >>"$FAKE_PIDS"; exec sleep 5 ;;
 esac
 exit 7
 """
@@ -197,7 +197,7 @@ def test_a_run_stopped_early_keeps_the_rows_of_the_runs_that_ended(fake_env):
         proc.wait()
     rows = [line.split("\t") for line in partial.read_text().splitlines()]
     assert [(r[0], r[1], r[2]) for r in rows] == [("memcheck", "clean_a", "PASS")]
-    assert not (tmp_path / "results" / "sanitizer.tsv").read_text()  # sorted only at the end
+    assert not (tmp_path / "results" / "sanitizer.tsv").exists()  # written, sorted, at the end
 
 
 def test_a_finished_run_leaves_no_partial_file(fake_env):
@@ -206,3 +206,41 @@ def test_a_finished_run_leaves_no_partial_file(fake_env):
     assert proc.returncode == 0
     assert len(rows) == 1
     assert not (tmp_path / "results" / "sanitizer.partial.tsv").exists()
+
+
+def test_a_stopped_run_stops_the_sanitizers_in_progress_and_starts_no_more(fake_env):
+    """TERM to the script alone (as from an outer timeout): each run's `timeout` sits in a process
+    group of its own, so only the script can stop it; no sanitizer may keep the GPU busy."""
+    tmp_path, env = fake_env
+    pids = tmp_path / "pids.txt"
+    env = dict(env, FAKE_SCENARIOS="slow_a slow_b", MLA_SANITIZER_TOOLS="memcheck", MLA_JOBS="1",
+               MLA_SANITIZER_TIMEOUT="60", FAKE_PIDS=str(pids))
+    proc = subprocess.Popen(["bash", str(SCRIPT), "results"], env=env, cwd=tmp_path, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (pids.exists() and pids.read_text().strip()):
+            time.sleep(0.05)
+        fake_pid = int(pids.read_text().split()[0])
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "stopped" in err
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(fake_pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"the sanitizer of the run in progress (pid {fake_pid}) is still running")
+    assert (tmp_path / "calls.txt").read_text().split("\n")[:-1] == ["memcheck slow_a"]  # slow_b never started
+    results = tmp_path / "results"
+    rows = [line.split("\t") for line in (results / "sanitizer.partial.tsv").read_text().splitlines()]
+    assert all(r[2] == "STOPPED" for r in rows), rows
+    assert not (results / "sanitizer.tsv").exists()
+    assert not (results / "sanitizer.running").exists()
