@@ -91,7 +91,8 @@ run_one() {
   rc=$?
   secs=$(( $(date +%s) - start ))
   summary="$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1 | sed 's/^=* *//')"
-  local external=0
+  local crashed=0 external=0
+  grep -q 'Internal Sanitizer Error' "$log" && crashed=1
   if [[ "$tool" == racecheck && "$rc" == 99 ]]; then
     local kernels
     # "Error: Race reported between Read access at FN+0x2050 in FILE:LINE" and its "and Write
@@ -106,14 +107,12 @@ run_one() {
     local reported parsed
     reported=$(grep -c 'Race reported' "$log")
     parsed=$(grep -cE '^=+ +Error: Race reported between [A-Za-z]+ access at ' "$log")
-    if [[ -n "$kernels" && "$reported" == "$parsed" ]] && ! grep -q 'mla::' <<<"$kernels" &&
-      ! grep -q 'Internal Sanitizer Error' "$log"; then
+    if [[ -n "$kernels" && "$reported" == "$parsed" && "$crashed" == 0 ]] && ! grep -q 'mla::' <<<"$kernels"; then
       external=1
     fi
   fi
   # The sanitizer failed: TOOL_ERROR, unless it had reported a finding of its own before.
-  if grep -q 'Internal Sanitizer Error' "$log" &&
-    ! grep -qE '^=+ +(Error: Race reported|Invalid |Uninitialized )' "$log"; then
+  if [[ "$crashed" == 1 ]] && ! grep -qE '^=+ +(Error: Race reported|Invalid |Uninitialized )' "$log"; then
     rc=tool
   fi
   if [[ -e "$RUNNING/.stop" ]]; then rc=stopped; fi

@@ -514,6 +514,18 @@ Status requested_wgmma_debug(dense_wgmma::Debug* debug) {
   return Status();
 }
 
+Status requested_wgmma_schedule(dense_wgmma::Schedule* schedule) {
+  const char* env = std::getenv("MLA_DENSE_WGMMA_SCHEDULE");
+  if (env == nullptr || env[0] == '\0' || std::strcmp(env, "persistent") == 0) {
+    *schedule = dense_wgmma::Schedule::kPersistent;
+  } else if (std::strcmp(env, "grid") == 0) {
+    *schedule = dense_wgmma::Schedule::kGrid;
+  } else {
+    return Status::error(std::string("MLA_DENSE_WGMMA_SCHEDULE is '") + env + "' (expected 'persistent' or 'grid')");
+  }
+  return Status();
+}
+
 bool aligned_to(const void* p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; }
 
 // What runs for `impl` (the request) on `device` (`optin` bytes of shared memory per block) with
@@ -560,6 +572,8 @@ Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream) {
   MLA_RETURN_IF_ERROR(requested_impl(&impl));
   dense_wgmma::Debug debug = dense_wgmma::Debug::kNone;
   MLA_RETURN_IF_ERROR(requested_wgmma_debug(&debug));
+  dense_wgmma::Schedule schedule = dense_wgmma::Schedule::kPersistent;
+  MLA_RETURN_IF_ERROR(requested_wgmma_schedule(&schedule));
   int device = 0, optin = 0;
   MLA_CUDA_CHECK(cudaGetDevice(&device));
   MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
@@ -612,7 +626,7 @@ Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream) {
 
   if (wgmma_ok) {
 #if MLA_HAVE_WGMMA
-    MLA_RETURN_IF_ERROR(dense_wgmma::launch(args, grid, debug, stream));
+    MLA_RETURN_IF_ERROR(dense_wgmma::launch(args, grid, debug, schedule, stream));
 #endif
   } else if (use_tc) {
     MLA_CUDA_CHECK(

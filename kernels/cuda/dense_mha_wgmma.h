@@ -23,6 +23,9 @@ inline constexpr int kRowsPerCta = 128;
 //            request's keys): P = identity through the register-A / MN-major-V wgmma alone.
 enum class Debug { kNone, kScores, kValues };
 
+// How CTAs take the work items (launch()). The Debug kernels always run kGrid.
+enum class Schedule { kPersistent, kGrid };
+
 // Dynamic shared memory per CTA (bytes).
 int smem_bytes();
 
@@ -36,14 +39,12 @@ bool runs_on(int device);
 // default a persistent grid of min(items, SMs) CTAs takes the items dynamically (an atomic counter
 // and per-CTA item slots in device memory, one set per (device, stream), allocated on first use:
 // launches on one stream run in order, so they never share it while running; each launch leaves
-// the counters at zero for the next).
-// MLA_DENSE_WGMMA_SCHEDULE = persistent (default) | grid; grid: one CTA per item in a 1-D grid,
-// looping over items past INT_MAX of them; any other value is an error. MLA_DENSE_WGMMA_MAX_CTAS
-// (a test hook) caps the CTAs of either schedule, so that the loop over items runs on small
-// problems. The Debug kernels always run the grid. Contract on top of DenseMhaParams::validate():
-// every input pointer 16-byte aligned and every token stride a multiple of 8 elements (what the
-// TMA tensor maps need), out 4-byte aligned. An error if the
+// the counters at zero for the next). Schedule::kGrid: one CTA per item in a 1-D grid, looping
+// over items past INT_MAX of them. MLA_DENSE_WGMMA_MAX_CTAS (a test hook) caps the CTAs of either
+// schedule, so that the loop over items runs on small problems. Contract on top of
+// DenseMhaParams::validate(): every input pointer 16-byte aligned and every token stride a
+// multiple of 8 elements (what the TMA tensor maps need), out 4-byte aligned. An error if the
 // driver cannot encode the tensor maps.
-Status launch(const DenseArgs& args, dim3 grid, Debug debug, cudaStream_t stream);
+Status launch(const DenseArgs& args, dim3 grid, Debug debug, Schedule schedule, cudaStream_t stream);
 
 }  // namespace mla::dense_wgmma

@@ -733,7 +733,7 @@ bool runs_on(int device) {
   return answer.get(device);
 }
 
-Status launch(const DenseArgs& args, dim3 grid, Debug debug, cudaStream_t stream) {
+Status launch(const DenseArgs& args, dim3 grid, Debug debug, Schedule schedule, cudaStream_t stream) {
   WorkSchedule sched;
   const int64_t items = static_cast<int64_t>(grid.x) * grid.y;
   if (items == 0) return Status();
@@ -744,7 +744,7 @@ Status launch(const DenseArgs& args, dim3 grid, Debug debug, cudaStream_t stream
   // current one. Measured against one CTA per item: faster on every dense shape of the attention
   // sweep (docs/performance.md). A static persistent schedule (items c, c + 132, ...) was slower
   // than either (the CTAs drift apart over heads and lose K / V's L2 reuse).
-  // MLA_DENSE_WGMMA_SCHEDULE=grid: one CTA per item instead (past the grid's x limit, CTAs loop).
+  // Schedule::kGrid: one CTA per item instead (past the grid's x limit, CTAs loop).
   // MLA_DENSE_WGMMA_MAX_CTAS (tests) caps the CTAs so that the loop over items runs on small
   // problems. The Debug kernels always run the grid.
   int64_t max_ctas = INT_MAX;
@@ -752,13 +752,7 @@ Status launch(const DenseArgs& args, dim3 grid, Debug debug, cudaStream_t stream
     const long v = std::strtol(cap, nullptr, 10);
     if (v > 0 && v < max_ctas) max_ctas = v;
   }
-  const char* schedule = std::getenv("MLA_DENSE_WGMMA_SCHEDULE");
-  const bool grid_schedule = schedule != nullptr && std::string(schedule) == "grid";
-  if (schedule != nullptr && schedule[0] != '\0' && !grid_schedule && std::string(schedule) != "persistent") {
-    return Status::error(std::string("MLA_DENSE_WGMMA_SCHEDULE is '") + schedule +
-                         "' (expected 'persistent' or 'grid')");
-  }
-  const bool dynamic = debug == Debug::kNone && !grid_schedule;
+  const bool dynamic = debug == Debug::kNone && schedule == Schedule::kPersistent;
   if (dynamic) {
     int device = 0, sms = 0;
     MLA_CUDA_CHECK(cudaGetDevice(&device));
