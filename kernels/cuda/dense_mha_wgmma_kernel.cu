@@ -505,7 +505,9 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
 
   // ---------------------------------------------------------------- consumer warpgroups
   wgmma::setmaxnreg_inc<kConsumerRegs>();
-  const int cw = wg - 1;  // rows 64 cw .. 64 cw + 63 of each tile
+  // Warp-uniform values through __shfl_sync from lane 0, so that ptxas can keep what derives from
+  // them (the wgmma descriptors) in uniform registers instead of moving them there per wgmma.
+  const int cw = __shfl_sync(0xFFFFFFFFu, wg - 1, 0);  // rows 64 cw .. 64 cw + 63 of each tile
   const int g = lane / 4, tq = lane % 4;
   const int row_lo = 64 * cw + 16 * warp + g;  // this thread's rows (tile-local): row_lo, row_lo + 8
   const uint64_t q_desc = wgmma::desc_sw128(sbase + kOffQ + 64 * cw * 128, 16, 1024);
@@ -524,7 +526,7 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
     const int wg_rows = it.rows - 64 * cw < 0 ? 0 : (it.rows - 64 * cw > 64 ? 64 : it.rows - 64 * cw);
     int n_kt_wg = wg_rows == 0 ? 0 : (visible_keys(a.causal, it.i0 + 64 * cw + wg_rows - 1, nq, nk) + kKeys - 1) / kKeys;
     if constexpr (kDebug != Debug::kNone) n_kt_wg = wg_rows == 0 ? 0 : it.n_kt;
-    auto stage_of = [&](int t) { return static_cast<int>((g_base + t) & 1); };
+    auto stage_of = [&](int t) { return __shfl_sync(0xFFFFFFFFu, static_cast<int>((g_base + t) & 1), 0); };
     auto parity_of = [&](int t) { return static_cast<uint32_t>(((g_base + t) >> 1) & 1); };
 
     float o[64];
@@ -580,7 +582,8 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
         // second half (the host's per-64-key m), whose P V then runs with the softmax of S_t.
         for (int t = 1; t < n_kt_wg; ++t) {
           const int st = stage_of(t), pst = stage_of(t - 1);
-          const uint64_t v_desc = v_desc0 + pst * v_stage_step;
+          // Through __shfl_sync for the same reason as cw: uniform registers for P V's descriptors.
+          const uint64_t v_desc = __shfl_sync(0xFFFFFFFFu, static_cast<unsigned long long>(v_desc0 + pst * v_stage_step), 0);
           wgmma::mbar_wait(sbase + bar_k_full(st), parity_of(t));
           wgmma::mbar_wait(sbase + bar_v_full(pst), parity_of(t - 1));
           wgmma::wgmma_fence();
