@@ -9,7 +9,7 @@
 # Environment:
 #   MLA_CUDA_ARCH=90            CMAKE_CUDA_ARCHITECTURES
 #   MLA_BUILD_DIR=build         build directory
-#   MLA_JOBS=N                  parallel build jobs, mla-check scenario processes, sanitizer processes (default: all cores)
+#   MLA_JOBS=N                  parallel build jobs, mla-check scenario processes, sanitizer processes (default: all cores; sanitizer processes at most 6)
 #   MLA_SKIP_BUILD=1            skip configure + build (use an existing build)
 #   MLA_SKIP_CTEST=1  MLA_SKIP_CHECK=1  MLA_SKIP_INJECT=1  MLA_SKIP_SANITIZER=1
 #   MLA_SKIP_BENCH=1  MLA_SKIP_PEER=1                       skip that stage
@@ -132,9 +132,10 @@ elif ! command -v compute-sanitizer >/dev/null 2>&1; then
 elif ! have mla-check; then
   record sanitizer FAIL 0 "$BIN/mla-check was not built"
 else
-  # One process per (tool, scenario file), MLA_JOBS at once (scripts/sanitize_suite.sh).
+  # One process per (tool, scenario file), MLA_JOBS at once if set, else sanitize_suite.sh's
+  # default (at most 6: the processes share the GPU).
   # shellcheck disable=SC2086
-  stage sanitizer 0 -- env MLA_BUILD_DIR="$BUILD" MLA_JOBS="$JOBS" scripts/sanitize_suite.sh "$RESULTS" \
+  stage sanitizer 0 -- env MLA_BUILD_DIR="$BUILD" ${MLA_JOBS:+MLA_JOBS="$MLA_JOBS"} scripts/sanitize_suite.sh "$RESULTS" \
     ${MLA_SANITIZER_ARGS:-}
 fi
 

@@ -26,7 +26,8 @@
 # otherwise, 2 on a usage error, 130 when stopped.
 #
 # Environment: MLA_BUILD_DIR (build), MLA_SANITIZER_TOOLS ("memcheck racecheck initcheck"),
-# MLA_SANITIZER_TIMEOUT (seconds per process, 900), MLA_JOBS (parallel processes, all cores),
+# MLA_SANITIZER_TIMEOUT (seconds per process, 900), MLA_JOBS (parallel processes: at most 6 by
+# default, fewer where there are fewer cores; more only when MLA_JOBS asks for it),
 # MLA_SANITIZER_PER_CHECK (1: one process per scenario and check, `mla-check --check CHECK`, logs
 # and rows named SCENARIO.CHECK; for scenarios too slow under a sanitizer to finish in one go).
 set -u -o pipefail
@@ -44,7 +45,11 @@ cd "$ROOT" || exit 2
 CHECK="${MLA_BUILD_DIR:-build}/bin/mla-check"
 TOOLS="${MLA_SANITIZER_TOOLS:-memcheck racecheck initcheck}"
 TIMEOUT="${MLA_SANITIZER_TIMEOUT:-900}"
-JOBS="${MLA_JOBS:-$(nproc 2>/dev/null || echo 4)}"
+# At most 6 processes unless asked: they share one GPU, and past a few the instrumented kernels
+# mostly wait for each other. On an H200 (2026-11-30), racecheck runs of attention scenarios that
+# did not finish in 440 s with 16 processes at once took 15-180 s with 6-10 at once
+# (docs/performance.md, seventh session).
+JOBS="${MLA_JOBS:-$(cores=$(nproc 2>/dev/null || echo 4); echo $((cores < 6 ? cores : 6)))}"
 
 if [[ ! -x "$CHECK" ]]; then
   echo "$0: $CHECK was not built" >&2

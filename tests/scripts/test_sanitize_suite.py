@@ -62,6 +62,9 @@ case "$name" in
     echo "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"; exit 99 ;;
   broken*) echo "mla-check: invalid scenario"; exit 2 ;;
   slow*) [[ -n "${FAKE_PIDS:-}" ]] && echo $$ >>"$FAKE_PIDS"; exec sleep 5 ;;
+  busy*)  # how many runs are in progress at once: each counts the others 2 s after it starts
+    touch "$FAKE_BUSY/$$"; sleep 2; ls "$FAKE_BUSY" | wc -l >>"$FAKE_COUNTS"; rm "$FAKE_BUSY/$$"
+    echo "========= ERROR SUMMARY: 0 errors"; exit 0 ;;
 esac
 exit 7
 """
@@ -244,3 +247,23 @@ def test_a_stopped_run_stops_the_sanitizers_in_progress_and_starts_no_more(fake_
     assert all(r[2] == "STOPPED" for r in rows), rows
     assert not (results / "sanitizer.tsv").exists()
     assert not (results / "sanitizer.running").exists()
+
+
+@pytest.mark.parametrize("jobs, most", [(None, 6), ("8", 8)])
+def test_at_most_six_sanitizer_processes_at_once_unless_asked(fake_env, jobs, most):
+    # They share one GPU (the default's reason: sanitize_suite.sh). nproc says 16 here.
+    tmp_path, env = fake_env
+    write_exe(pathlib.Path(env["PATH"].split(":")[0]) / "nproc", "#!/usr/bin/env bash\necho 16\n")
+    env = {k: v for k, v in env.items() if k != "MLA_JOBS"}
+    if jobs:
+        env["MLA_JOBS"] = jobs
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    counts = tmp_path / "counts.txt"
+    proc, rows = run(tmp_path, env, [f"busy_{i}" for i in range(9)], MLA_SANITIZER_TOOLS="memcheck",
+                     FAKE_BUSY=str(busy), FAKE_COUNTS=str(counts))
+    assert proc.returncode == 0, proc.stderr
+    assert len(rows) == 9 and all(r[2] == "PASS" for r in rows), rows
+    seen = [int(c) for c in counts.read_text().split()]
+    assert max(seen) <= most, seen
+    assert max(seen) > (6 if jobs else 2), seen  # and they did run side by side
