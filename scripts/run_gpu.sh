@@ -15,7 +15,7 @@
 #   MLA_SKIP_BENCH=1  MLA_SKIP_PEER=1                       skip that stage
 #   MLA_SANITIZER_TOOLS="memcheck racecheck initcheck"      compute-sanitizer tools to run
 #   MLA_SANITIZER_ARGS=...      mla-check selection under the sanitizers (e.g. --filter X)
-#   MLA_SANITIZER_TIMEOUT=900   seconds per sanitizer process (one per tool and scenario)
+#   MLA_SANITIZER_TIMEOUT=900   seconds per sanitizer process
 #   MLA_SANITIZER_PER_CHECK=1   one sanitizer process per tool, scenario and check (mla-check --check)
 #   MLA_CHECK_ARGS=...          extra mla-check arguments for the suite run
 #   MLA_INJECT_ARGS=...         extra mla-check arguments for the injection runs (e.g. --scenario X)
@@ -132,10 +132,10 @@ elif ! command -v compute-sanitizer >/dev/null 2>&1; then
 elif ! have mla-check; then
   record sanitizer FAIL 0 "$BIN/mla-check was not built"
 else
-  # One process per (tool, scenario file), MLA_JOBS at once if set, else sanitize_suite.sh's
-  # default (at most 6: the processes share the GPU).
+  # One process per tool and scenario (or scenario and check), MLA_JOBS at once if set in the
+  # environment (sanitize_suite.sh reads it there), else at most 6: the processes share the GPU.
   # shellcheck disable=SC2086
-  stage sanitizer 0 -- env MLA_BUILD_DIR="$BUILD" ${MLA_JOBS:+MLA_JOBS="$MLA_JOBS"} scripts/sanitize_suite.sh "$RESULTS" \
+  stage sanitizer 0 -- env MLA_BUILD_DIR="$BUILD" scripts/sanitize_suite.sh "$RESULTS" \
     ${MLA_SANITIZER_ARGS:-}
 fi
 

@@ -92,6 +92,8 @@ run_one() {
     "$CHECK" --backend cuda --no-isolate --quiet "${only[@]}" --scenario "$file" >"$log" 2>&1 &
   local tpid=$!
   echo "$BASHPID" >"$RUNNING/$tpid"
+  # A stop between xargs starting this shell and the line above has not seen this run: stop it here.
+  [[ -e "$RUNNING/.stop" ]] && kill -TERM "$tpid" 2>/dev/null
   wait "$tpid"
   rc=$?
   secs=$(( $(date +%s) - start ))
@@ -152,12 +154,12 @@ done >"$QUEUE"
 stop_runs() {
   trap - INT TERM
   : >"$RUNNING/.stop"
-  kill -TERM "$XARGS" 2>/dev/null
+  [[ -n "$XARGS" ]] && kill -TERM "$XARGS" 2>/dev/null
   local f i
   for f in "$RUNNING"/[0-9]*; do kill -TERM "${f##*/}" 2>/dev/null; done
-  wait "$XARGS" 2>/dev/null
-  # Until every run's shell has written its row (or is gone: Ctrl-C reaches those shells too); at
-  # most ~40 s (timeout's -k 30).
+  [[ -n "$XARGS" ]] && wait "$XARGS" 2>/dev/null
+  # Until every run's shell has written its row (each ends when its timeout does: as background
+  # jobs they ignore Ctrl-C's INT); at most ~40 s (timeout's -k 30).
   for ((i = 0; i < 400; ++i)); do
     local busy=0
     for f in "$RUNNING"/[0-9]*; do
@@ -170,9 +172,10 @@ stop_runs() {
   echo "$0: stopped; the rows of the runs that ended are in $PARTIAL" >&2
   exit 130
 }
+XARGS=""  # (set before the trap: a signal before xargs starts finds nothing to kill)
+trap stop_runs INT TERM
 xargs -d '\n' -n 2 -P "$JOBS" -a "$QUEUE" bash -c 'run_one "$0" "$1"' >>"$PARTIAL" &
 XARGS=$!
-trap stop_runs INT TERM
 wait "$XARGS"
 trap - INT TERM
 sort "$PARTIAL" >"$TSV"
@@ -185,7 +188,7 @@ for tool in $TOOLS; do
   printf '%-10s %s\n' "$tool" "$(awk -F'\t' -v t="$tool" '$1 == t { n[$3]++ } END { for (s in n) printf "%s %d  ", s, n[s] }' "$TSV")"
 done
 awk -F'\t' '$3 != "PASS" { print "  " $1 " " $2 ": " $3 " (" $5 ")" }' "$TSV"
-echo "sanitizer: $passed of $total runs clean, $external with hazards only outside this project (${#FILES[@]} scenarios x tools: $TOOLS); $TSV"
+echo "sanitizer: $passed of $total runs clean, $external with hazards only outside this project (${#FILES[@]} runs per tool: $TOOLS); $TSV"
 if [[ "${MLA_SANITIZER_EXTERNAL_OK:-0}" == 1 ]]; then
   [[ $((passed + external)) == "$total" ]]
 else

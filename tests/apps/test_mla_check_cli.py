@@ -117,7 +117,7 @@ def test_clean_run_passes_and_report_is_complete(tmp_path):
     prov = rep["provenance"]
     for key in ("version", "git_revision", "argv", "backend", "device", "host", "started_at", "kernels"):
         assert key in prov
-    assert prov["kernels"] == ""  # host: no attention kernel choice (it came through the probe's child)
+    assert prov["kernels"] == ""  # host: no attention kernel choice
     (scen,) = rep["scenarios"]
     assert scen["name"] == SMALL and SMALL in scen["repro"]
     checks = {c["check"] for c in scen["checks"]}
