@@ -72,6 +72,20 @@ std::optional<CheckKind> check_kind_from_string(const std::string& s) {
   return std::nullopt;
 }
 
+bool is_attention_check(CheckKind k) {
+  return k == CheckKind::kSparseMqa || k == CheckKind::kDenseMha || k == CheckKind::kForward ||
+         k == CheckKind::kEquivalence || k == CheckKind::kDcp || k == CheckKind::kDeterminism;
+}
+
+std::string check_kind_names() {
+  std::string names;
+  for (int i = 0; i <= static_cast<int>(kLastCheckKind); ++i) {
+    if (i > 0) names += ", ";
+    names += to_string(static_cast<CheckKind>(i));
+  }
+  return names;
+}
+
 bool Scenario::gpu_only() const { return std::find(tags.begin(), tags.end(), kGpuOnlyTag) != tags.end(); }
 
 std::string ScenarioError::to_string() const {
@@ -499,9 +513,7 @@ std::vector<CheckKind> read_checks(const json& j, const std::string& path) {
     const std::string name = read_string(j[i], at(path, i));
     auto k = check_kind_from_string(name);
     if (!k)
-      fail(at(path, i), "\"" + name +
-                            "\" is not a check: use pack, gather, convert, layout, sparse_mqa, dense_mha, forward, "
-                            "equivalence, dcp or determinism");
+      fail(at(path, i), "\"" + name + "\" is not a check: use one of " + check_kind_names());
     if (std::find(out.begin(), out.end(), *k) != out.end()) fail(at(path, i), "\"" + name + "\" is listed twice");
     out.push_back(*k);
   }

@@ -38,6 +38,9 @@ enum class CheckKind {
 inline constexpr CheckKind kLastCheckKind = CheckKind::kDeterminism;  // for iterating over all
 const char* to_string(CheckKind k);
 std::optional<CheckKind> check_kind_from_string(const std::string& s);
+// Every check's name, in enum order, joined with ", " (for error messages).
+std::string check_kind_names();
+bool is_attention_check(CheckKind k);  // SPEC 4-5 (the others are the cache path's)
 
 struct ModelDims {
   int32_t heads = 128;       // H on this rank
@@ -152,6 +155,10 @@ struct Scenario {
   std::vector<GatherCase> gathers;
   std::vector<ConvertCase> converts;
   std::vector<CheckKind> checks;
+  // Set by mla-check --check when it removed attention checks from `checks`: the inputs are still
+  // generated as for them (the cache path's values differ with and without attention checks), so
+  // that a run of some checks sees the same inputs as the scenario's whole run.
+  bool attention_checks_removed = false;
   AttentionConfig attention;
   bool gpu_only() const;
 };

@@ -22,11 +22,6 @@ CheckResult skipped(CheckKind k, std::string reason) {
   return r;
 }
 
-bool is_attention_check(CheckKind k) {
-  return k == CheckKind::kSparseMqa || k == CheckKind::kDenseMha || k == CheckKind::kForward ||
-         k == CheckKind::kEquivalence || k == CheckKind::kDcp || k == CheckKind::kDeterminism;
-}
-
 }  // namespace
 
 Verdict scenario_verdict(const ScenarioResult& r) {
@@ -54,7 +49,8 @@ ScenarioResult run_scenario(const Scenario& s, Backend& backend, Injection injec
     const Batch batch = materialise(s);
     const bool ds_mla = canonical_sparse_cache_dtype(s.cache.dtype).value_or("") == "fp8_ds_mla";
     const bool attention = std::any_of(s.checks.begin(), s.checks.end(), is_attention_check);
-    const CacheData data = ds_mla ? make_cache_data(s, batch, /*large_tiles=*/!attention) : CacheData{};
+    const bool attention_inputs = attention || s.attention_checks_removed;
+    const CacheData data = ds_mla ? make_cache_data(s, batch, /*large_tiles=*/!attention_inputs) : CacheData{};
     const CheckContext ctx{backend, s, batch, injection, data};
     const AttentionData attn = attention && ds_mla ? make_attention_data(s, batch, data) : AttentionData{};
     const AttentionCheckContext actx{backend, s, batch, injection, data, attn};

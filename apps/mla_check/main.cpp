@@ -143,11 +143,8 @@ int run(int argc, char** argv) {
   for (const auto& name : check_names) {
     const auto k = check_kind_from_string(name);
     if (!k) {
-      std::fprintf(stderr, "mla-check: --check: unknown check '%s'; known:", name.c_str());
-      for (int i = 0; i <= static_cast<int>(kLastCheckKind); ++i) {
-        std::fprintf(stderr, " %s", to_string(static_cast<CheckKind>(i)));
-      }
-      std::fprintf(stderr, "\n");
+      std::fprintf(stderr, "mla-check: --check: unknown check '%s'; known: %s\n", name.c_str(),
+                   check_kind_names().c_str());
       return kExitUsage;
     }
     only_checks.push_back(*k);
@@ -191,11 +188,11 @@ int run(int argc, char** argv) {
     const bool match = !excluded && (filter.empty() || fnmatch(filter.c_str(), s.name.c_str(), 0) == 0 ||
                                      s.name.find(filter) != std::string::npos);
     if (!only_checks.empty()) {  // keep the scenario's own order of checks
-      s.checks.erase(std::remove_if(s.checks.begin(), s.checks.end(),
-                                    [&](CheckKind k) {
-                                      return std::find(only_checks.begin(), only_checks.end(), k) == only_checks.end();
-                                    }),
-                     s.checks.end());
+      const auto removed = std::stable_partition(s.checks.begin(), s.checks.end(), [&](CheckKind k) {
+        return std::find(only_checks.begin(), only_checks.end(), k) != only_checks.end();
+      });
+      s.attention_checks_removed = std::any_of(removed, s.checks.end(), is_attention_check);
+      s.checks.erase(removed, s.checks.end());
     }
     if (match && !s.checks.empty()) scenarios.push_back(std::move(s));
   }
