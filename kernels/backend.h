@@ -20,7 +20,8 @@ struct BackendInfo {
   std::string device;       // e.g. "NVIDIA H200 (sm_90, 132 SMs)" or the host CPU
   std::string runtime;      // e.g. "CUDA runtime 13.0, driver 13.0"; empty on host
   // The attention implementations the backend's launchers use for aligned inputs, e.g.
-  // "sparse_mqa=wgmma dense_mha=wgmma" (kernels/cuda/attention_launchers.h); empty on host.
+  // "sparse_mqa=wgmma dense_mha=wgmma" (kernels/cuda/attention_launchers.h), or "error: ..." when
+  // an MLA_*_IMPL variable has a value no launcher knows; empty on host.
   std::string kernels;
 };
 

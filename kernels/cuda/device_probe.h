@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <map>
 #include <mutex>
 
 namespace mla {
@@ -33,26 +34,25 @@ bool kernel_attributes(Kernel kernel, cudaFuncAttributes* attr) {
   return true;
 }
 
-// probe(device), computed the first time a device is asked about and cached while that device
-// stays the one asked about (the answer cannot change while the process runs). Thread-safe.
+// probe(device), computed the first time each device is asked about and kept (the answer cannot
+// change while the process runs). Thread-safe.
 class PerDeviceAnswer {
  public:
   explicit PerDeviceAnswer(bool (*probe)(int device)) : probe_(probe) {}
 
   bool get(int device) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (device != device_) {
-      answer_ = probe_(device);
-      device_ = device;
-    }
-    return answer_;
+    const auto it = answers_.find(device);
+    if (it != answers_.end()) return it->second;
+    const bool answer = probe_(device);
+    answers_.emplace(device, answer);
+    return answer;
   }
 
  private:
   std::mutex mu_;
   bool (*probe_)(int device);
-  int device_ = -1;
-  bool answer_ = false;
+  std::map<int, bool> answers_;
 };
 
 }  // namespace mla

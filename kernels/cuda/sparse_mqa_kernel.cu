@@ -25,9 +25,9 @@
 // `wgmma` (default on Hopper; sparse_mqa_wgmma_kernel.cu): the `tc` kernel's tiles and steps with
 // both products on warpgroup MMA.
 //
-// `tc` (where `wgmma` cannot run): one CTA (256 threads, 8 warps) per (work item, 64 heads; heads >= num_heads are
-// zero rows whose results are dropped), the item's head groups adjacent in the 1-D grid (L2
-// reuse). Shared memory (dynamic, 226,944 bytes, one CTA per SM):
+// `tc` (where `wgmma` cannot run, or MLA_SPARSE_MQA_IMPL=tc): one CTA (256 threads, 8 warps) per
+// (work item, 64 heads; heads >= num_heads are zero rows whose results are dropped), the item's
+// head groups adjacent in the 1-D grid (L2 reuse). Shared memory (dynamic, 226,944 bytes, one CTA per SM):
 //   sQ   [64 heads][576] bf16, 1152-byte rows, swizzled        73,728
 //   sK   [64 keys][576] bf16 (dequantized), swizzled             73,728
 //   sRaw [64][656] raw entries of the next tile (cp.async)       41,984

@@ -1,7 +1,6 @@
 #include "kernels/cuda/work_schedule.h"
 
 #include <cstddef>
-#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -14,12 +13,8 @@ namespace mla {
 Status work_schedule_for(int device, int capacity, cudaStream_t stream, WorkSchedule* out) {
   static std::mutex mu;
   static std::map<std::pair<int, unsigned long long>, WorkSchedule> states;
-  unsigned long long stream_id = 0;
-#if CUDART_VERSION >= 12000
+  unsigned long long stream_id = 0;  // (cudaStreamGetId: CUDA 12.0+, as the wgmma kernels)
   MLA_CUDA_CHECK(cudaStreamGetId(stream, &stream_id));
-#else  // no stream ids before CUDA 12.0 (the persistent kernels need 12.0 anyway): the handle
-  stream_id = static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(stream));
-#endif
   std::lock_guard<std::mutex> lock(mu);
   WorkSchedule& st = states[{device, stream_id}];
   if (st.counter == nullptr) {
