@@ -529,14 +529,18 @@ Status requested_wgmma_schedule(dense_wgmma::Schedule* schedule) {
 bool aligned_to(const void* p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; }
 
 // What runs for `impl` (the request) on `device` (`optin` bytes of shared memory per block) with
-// inputs that are (not) `aligned` for the cp.async kernels: wgmma falls back to tc, tc to simple.
-// *no_wgmma says why wgmma does not run (nullptr when it does).
-DenseImpl choose_impl(DenseImpl impl, bool aligned, int device, int optin, const char** no_wgmma) {
+// inputs that are (not) `aligned` for the cp.async kernels and an output that is (not)
+// `out_aligned16` for wgmma's 16-byte stores: wgmma falls back to tc, tc to simple. *no_wgmma says
+// why wgmma does not run (nullptr when it does).
+DenseImpl choose_impl(DenseImpl impl, bool aligned, bool out_aligned16, int device, int optin,
+                      const char** no_wgmma) {
   *no_wgmma = nullptr;
   if (impl != DenseImpl::kWgmma) {
     *no_wgmma = "MLA_DENSE_MHA_IMPL selects another implementation";
   } else if (!aligned) {
     *no_wgmma = "an input is not 16-byte aligned or a token stride not a multiple of 8";
+  } else if (!out_aligned16) {
+    *no_wgmma = "out is not 16-byte aligned";
   } else {
 #if MLA_HAVE_WGMMA
     if (optin < dense_wgmma::smem_bytes()) {
@@ -600,14 +604,14 @@ Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream) {
   args.lse = p.lse;
 
   // tc: 16-byte cp.async from every input, wgmma: TMA tensor maps over them (16-byte aligned
-  // pointers, token strides multiples of 16 bytes); both: 4-byte output stores. wgmma falls back to
-  // tc, tc to simple.
+  // pointers, token strides multiples of 16 bytes); tc: 4-byte output stores, wgmma: 16-byte ones.
+  // wgmma falls back to tc, tc to simple.
   const bool aligned = aligned_to(p.q_nope, 16) && aligned_to(p.q_pe, 16) && aligned_to(p.k_nope, 16) &&
                        aligned_to(p.k_pe, 16) && aligned_to(p.v, 16) && p.q_nope_stride % 8 == 0 &&
                        p.q_pe_stride % 8 == 0 && p.k_nope_stride % 8 == 0 && p.k_pe_stride % 8 == 0 &&
                        p.v_stride % 8 == 0 && aligned_to(p.out, 4);
   const char* no_wgmma = nullptr;
-  const DenseImpl chosen = choose_impl(impl, aligned, device, optin, &no_wgmma);
+  const DenseImpl chosen = choose_impl(impl, aligned, aligned_to(p.out, 16), device, optin, &no_wgmma);
   const bool wgmma_ok = chosen == DenseImpl::kWgmma;
   if (debug != dense_wgmma::Debug::kNone && !wgmma_ok) {
     return Status::unsupported(std::string("MLA_DENSE_WGMMA_DEBUG needs the wgmma kernel, which does not run: ") +
@@ -652,7 +656,7 @@ Status dense_mha_implementation(int device, std::string* name) {
   int optin = 0;
   MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   const char* no_wgmma = nullptr;
-  const DenseImpl chosen = choose_impl(impl, /*aligned=*/true, device, optin, &no_wgmma);
+  const DenseImpl chosen = choose_impl(impl, /*aligned=*/true, /*out_aligned16=*/true, device, optin, &no_wgmma);
   *name = chosen == DenseImpl::kWgmma ? "wgmma" : (chosen == DenseImpl::kTc ? "tc" : "simple");
   return Status();
 }

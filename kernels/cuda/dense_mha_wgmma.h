@@ -43,7 +43,7 @@ bool runs_on(int device);
 // over items past INT_MAX of them. MLA_DENSE_WGMMA_MAX_CTAS (a test hook) caps the CTAs of either
 // schedule, so that the loop over items runs on small problems. Contract on top of
 // DenseMhaParams::validate(): every input pointer 16-byte aligned and every token stride a
-// multiple of 8 elements (what the TMA tensor maps need), out 4-byte aligned. An error if the
+// multiple of 8 elements (what the TMA tensor maps need), out 16-byte aligned. An error if the
 // driver cannot encode the tensor maps.
 Status launch(const DenseArgs& args, dim3 grid, Debug debug, Schedule schedule, cudaStream_t stream);
 

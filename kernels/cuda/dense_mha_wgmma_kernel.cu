@@ -35,7 +35,9 @@
 //   p = 2^(s scale log2 e - m log2 e) (ex2.approx; expf for the rescale factors), masked (causal
 //   and past the request's keys) only on the halves that need it; l sums the fp32 p; O's rescale is
 //   skipped where every factor of the warp is 1.
-//   out = bf16(O / l) (IEEE division), lse = m + logf(l); no visible key: 0 and -inf. A warpgroup
+//   out = bf16(O / l) (IEEE division's bits, at one reciprocal per row: attn_dev::divide_by), in
+//   16-byte stores after a quad transpose (store_row_words); lse = m + logf(l); no visible key: 0
+//   and -inf. A warpgroup
 //   whose rows need fewer key tiles than the CTA's other one waits for and releases the rest
 //   without computing.
 //
@@ -306,6 +308,34 @@ __device__ __forceinline__ void scale_rows(float (&o)[64], const float (&factor)
 __device__ __forceinline__ void pack_p(uint32_t (&p)[32], const float (&s)[64]) {
 #pragma unroll
   for (int j = 0; j < 32; ++j) p[j] = pack_bf16x2(s[2 * j], s[2 * j + 1]);
+}
+
+// One row of out from this thread's words (bf16 pairs) w[i] = columns 8 i + 2 tq, + 1, i = 0..15
+// (the 4 lanes tq = 0..3 of a quad share the row), in 16-byte stores: per 4 words a 4 x 4
+// transpose across the quad, after which lane tq holds columns 8 (4 j + tq) .. + 7. A store
+// instruction of the warp then writes 64 contiguous bytes per row instead of 16: the 4-byte stores
+// had queued in the LSU (ncu: long-scoreboard stalls on their address registers at the
+// epilogue's end; docs/performance.md). Every lane of the warp must call this (shuffles); only
+// lanes with `store` write.
+__device__ __forceinline__ void store_row_words(bf16_t* row, const uint32_t (&w)[16], int tq, bool store) {
+  const bool t0 = tq & 1, t1 = tq & 2;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t* b = w + 4 * j;  // M[tq][k] = b[k]; wanted here: M[0..3][tq]
+    // Lanes tq, tq ^ 1: keep the words with (k & 1) == t0, swap the others.
+    const uint32_t r0 = __shfl_xor_sync(0xFFFFFFFFu, t0 ? b[0] : b[1], 1);
+    const uint32_t r1 = __shfl_xor_sync(0xFFFFFFFFu, t0 ? b[2] : b[3], 1);
+    // c0 = M[tq][t0], c1 = M[tq ^ 1][t0], c2 = M[tq][2 + t0], c3 = M[tq ^ 1][2 + t0]
+    const uint32_t c0 = t0 ? b[1] : b[0], c1 = r0, c2 = t0 ? b[3] : b[2], c3 = r1;
+    // Lanes tq, tq ^ 2: keep the pair for k = tq, swap the other.
+    const uint32_t v0 = __shfl_xor_sync(0xFFFFFFFFu, t1 ? c0 : c2, 2);
+    const uint32_t v1 = __shfl_xor_sync(0xFFFFFFFFu, t1 ? c1 : c3, 2);
+    const uint32_t k0 = t1 ? c2 : c0, k1 = t1 ? c3 : c1;
+    // M[tq ^ x][tq] for x = 0, 1, 2, 3 is k0, k1, v0, v1; put M[s][tq] at s.
+    const uint32_t a0 = t0 ? k1 : k0, a1 = t0 ? k0 : k1, a2 = t0 ? v1 : v0, a3 = t0 ? v0 : v1;
+    const uint4 v = t1 ? make_uint4(a2, a3, a0, a1) : make_uint4(a0, a1, a2, a3);
+    if (store) *reinterpret_cast<uint4*>(row + 8 * (4 * j + tq)) = v;
+  }
 }
 
 // One work item: a (request, 128-query tile, head), numbered tile-major within a request (later
@@ -642,21 +672,32 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
     g_base += it.n_kt;
 
     // Epilogue (runs while the producer loads the next item's Q and key tiles): this thread's two
-    // rows, columns 8 i + 2 tq, + 1. The request range is read again rather than kept live through
-    // the main loop (register pressure).
-    const Range rq_end = request_range(a.cu_q, it.r, a.total_q);
-    const int rows_end = rq_end.count - it.i0 < kRows ? rq_end.count - it.i0 : kRows;
+    // rows, columns 8 i + 2 tq, + 1. out = o / l with normalize()'s bits: where every value of the
+    // warp is in the division's fast-path range (attn_dev::division_reciprocal: always, but for rows
+    // without a visible key or extreme values) at one reciprocal per row, else a division per value.
+    bool fast = attn_dev::division_divisor_ok(l[0]) && attn_dev::division_divisor_ok(l[1]);
+#pragma unroll
+    for (int i = 0; i < 64; ++i) fast = fast & attn_dev::division_value_ok(o[i]);
+    fast = __all_sync(0xFFFFFFFFu, fast);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = row_lo + 8 * half;
-      if (row >= rows_end) continue;
-      const int64_t t = rq_end.begin + it.i0 + row;
-      uint32_t* out = reinterpret_cast<uint32_t*>(a.out + (t * H + it.h) * kDv + 2 * tq);
+      const int64_t t = it.rq.begin + it.i0 + row;
+      uint32_t w[16];
+      if (fast) {
+        const float r = attn_dev::division_reciprocal(l[half]);
 #pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        out[4 * i] = pack_bf16x2(normalize(o[4 * i + 2 * half], l[half]), normalize(o[4 * i + 2 * half + 1], l[half]));
+        for (int i = 0; i < 16; ++i) {
+          w[i] = pack_bf16x2(attn_dev::divide_by(o[4 * i + 2 * half], l[half], r),
+                             attn_dev::divide_by(o[4 * i + 2 * half + 1], l[half], r));
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) w[i] = pack_bf16x2(normalize(o[4 * i + 2 * half], l[half]), normalize(o[4 * i + 2 * half + 1], l[half]));
       }
-      if (tq == 0) a.lse[t * H + it.h] = row_lse(m[half], l[half]);
+      // Rows past the request (row >= it.rows) are not stored; the lane exchange runs in every lane.
+      store_row_words(a.out + (t * H + it.h) * kDv, w, tq, row < it.rows);
+      if (row < it.rows && tq == 0) a.lse[t * H + it.h] = row_lse(m[half], l[half]);
     }
   }
 #endif  // MLA_WGMMA_ENABLED

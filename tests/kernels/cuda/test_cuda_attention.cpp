@@ -77,9 +77,9 @@ class Dual {
     return std::make_unique<Dual>(host, cuda, v.data(), v.size() * sizeof(T), shift);
   }
   // An output of `bytes` poisoned bytes.
-  static std::unique_ptr<Dual> poisoned(Backend& host, Backend& cuda, std::size_t bytes) {
+  static std::unique_ptr<Dual> poisoned(Backend& host, Backend& cuda, std::size_t bytes, std::size_t shift = 0) {
     std::vector<uint8_t> p(bytes, kPoisonByte);
-    return std::make_unique<Dual>(host, cuda, p.data(), p.size());
+    return std::make_unique<Dual>(host, cuda, p.data(), p.size(), shift);
   }
   ~Dual() {
     for (int s = 0; s < 2; ++s) backends_[s]->release(base_[s]);
@@ -532,11 +532,13 @@ struct DenseCase {
   int64_t q_pad;  // elements added to the q_nope token stride (odd: misaligned -> simple fallback)
   float scale;
   std::string label;
+  std::size_t out_shift = 0;  // bytes past 256-byte alignment of out (4: wgmma's 16-byte stores cannot run)
 };
 
 // One varlen dense MHA problem on both backends: random bf16 inputs in [-1, 1] (q_nope's token
 // stride padded by q_pad elements, v's by 8; k_pe at column 512 of gathered [rows, 576] cache
-// rows), poisoned outputs, and the params that point at one side's copies.
+// rows), poisoned outputs (out `out_shift` bytes past 256-byte alignment), and the params that
+// point at one side's copies.
 struct DenseProblem {
   int32_t heads = 0, reqs = 0;
   bool causal = true;
@@ -548,7 +550,7 @@ struct DenseProblem {
   std::unique_ptr<Dual> d_qn, d_qp, d_kn, d_kr, d_v, d_cuq, d_cuk, d_out, d_lse;
 
   DenseProblem(Backend& host, Backend& cuda, Rng& rng, int32_t h, const std::vector<int32_t>& nq,
-               const std::vector<int32_t>& nk, int64_t q_pad, bool is_causal, float s)
+               const std::vector<int32_t>& nk, int64_t q_pad, bool is_causal, float s, std::size_t out_shift = 0)
       : heads(h), reqs(static_cast<int32_t>(nq.size())), causal(is_causal), scale(s) {
     cu_q.assign(nq.size() + 1, 0);
     cu_k.assign(nk.size() + 1, 0);
@@ -575,7 +577,7 @@ struct DenseProblem {
     d_v = Dual::of(host, cuda, v);
     d_cuq = Dual::of(host, cuda, cu_q);
     d_cuk = Dual::of(host, cuda, cu_k);
-    d_out = Dual::poisoned(host, cuda, rows(total_q) * h * kDv * 2);
+    d_out = Dual::poisoned(host, cuda, rows(total_q) * h * kDv * 2, out_shift);
     d_lse = Dual::poisoned(host, cuda, rows(total_q) * h * 4);
   }
 
@@ -620,7 +622,7 @@ struct DenseProblem {
 // 200 x 513), 128 heads with a 257-query tile tail, causal requests whose two consumer warpgroups
 // need different numbers of key tiles, whole CTAs of queries that see no key (a request without
 // keys; bottom-right causal needs nq <= nk, so every causal query sees one) and the misaligned
-// fallback.
+// fallbacks (an input; out not 16-byte aligned for wgmma's stores).
 TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
   const DenseCase cases[] = {
       {16, true, {1, 5, 64, 70, 0, 130}, {1, 40, 64, 200, 10, 130}, 0, 0.0721688f, "causal-mixed"},
@@ -628,6 +630,7 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
       {16, false, {3, 0, 65, 20}, {0, 0, 129, 20}, 0, 0.5f, "unmasked-with-empty"},
       {128, true, {33, 64}, {96, 64}, 0, 0.0721688f, "causal-128-heads"},
       {32, true, {40, 9}, {45, 9}, 3, 1.0f, "misaligned-q"},
+      {16, true, {40, 9}, {45, 9}, 0, 0.5f, "out-4-byte-aligned", 4},
       {8, true, {300}, {1000}, 0, 0.0721688f, "causal-chunked-context"},
       {8, false, {200}, {513}, 0, 0.25f, "unmasked-partial-tiles"},
       {128, true, {257}, {257}, 0, 0.0721688f, "causal-128-heads-257"},
@@ -638,12 +641,12 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
   Rng rng(4242);
   for (const DenseCase& c : cases) {
     const int32_t H = c.heads, R = static_cast<int32_t>(c.nq.size());
-    const DenseProblem pb(*host_, *cuda_, rng, H, c.nq, c.nk, c.q_pad, c.causal, c.scale);
+    const DenseProblem pb(*host_, *cuda_, rng, H, c.nq, c.nk, c.q_pad, c.causal, c.scale, c.out_shift);
     const std::vector<int32_t>& cu_q = pb.cu_q;
     auto& d_out = pb.d_out;
     auto& d_lse = pb.d_lse;
     std::ostringstream os;
-    os << "dense " << c.label << " H=" << H << " causal=" << c.causal << " q_pad=" << c.q_pad;
+    os << "dense " << c.label << " H=" << H << " causal=" << c.causal << " q_pad=" << c.q_pad << " out_shift=" << c.out_shift;
     const std::string name = os.str();
     SCOPED_TRACE(name);
     require(host_->dense_mha(pb.params(kHost)), "host dense_mha");
