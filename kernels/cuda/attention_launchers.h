@@ -48,6 +48,12 @@ Status launch_sparse_mqa(const SparseMqaParams& p, cudaStream_t stream);
 // value. Lets reports say which kernels ran.
 Status sparse_mqa_implementation(int device, std::string* name);
 Status dense_mha_implementation(int device, std::string* name);
+// The implementation launch_sparse_mqa / launch_dense_mha would run for these params (their
+// alignment included) on `device`: what a test asserts so that a fallback cannot pass unseen.
+Status sparse_mqa_implementation_for(const SparseMqaParams& p, int device, std::string* name);
+Status dense_mha_implementation_for(const DenseMhaParams& p, int device, std::string* name);
+// Whether this build has the sm_90a `wgmma` kernels (the configured architectures include 90).
+bool wgmma_kernels_built();
 
 // dense_mha_kernel.cu: varlen dense MHA, bottom-right causal or unmasked, grid sized from the host
 // copies of cu_seqlens (one work item per request, query tile and head; the wgmma kernel runs them

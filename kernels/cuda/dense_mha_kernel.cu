@@ -558,6 +558,18 @@ DenseImpl choose_impl(DenseImpl impl, bool aligned, bool out_aligned16, int devi
   return impl != DenseImpl::kSimple && aligned && optin >= kSmemTcBytes ? DenseImpl::kTc : DenseImpl::kSimple;
 }
 
+// tc: 16-byte cp.async from every input, wgmma: TMA tensor maps over them (16-byte aligned
+// pointers, token strides multiples of 16 bytes); tc: 4-byte output stores, wgmma: 16-byte ones.
+bool inputs_aligned(const DenseMhaParams& p) {
+  return aligned_to(p.q_nope, 16) && aligned_to(p.q_pe, 16) && aligned_to(p.k_nope, 16) && aligned_to(p.k_pe, 16) &&
+         aligned_to(p.v, 16) && p.q_nope_stride % 8 == 0 && p.q_pe_stride % 8 == 0 && p.k_nope_stride % 8 == 0 &&
+         p.k_pe_stride % 8 == 0 && p.v_stride % 8 == 0 && aligned_to(p.out, 4);
+}
+
+const char* impl_name(DenseImpl impl) {
+  return impl == DenseImpl::kWgmma ? "wgmma" : (impl == DenseImpl::kTc ? "tc" : "simple");
+}
+
 }  // namespace
 
 Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream) {
@@ -603,15 +615,9 @@ Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream) {
   args.out = p.out;
   args.lse = p.lse;
 
-  // tc: 16-byte cp.async from every input, wgmma: TMA tensor maps over them (16-byte aligned
-  // pointers, token strides multiples of 16 bytes); tc: 4-byte output stores, wgmma: 16-byte ones.
-  // wgmma falls back to tc, tc to simple.
-  const bool aligned = aligned_to(p.q_nope, 16) && aligned_to(p.q_pe, 16) && aligned_to(p.k_nope, 16) &&
-                       aligned_to(p.k_pe, 16) && aligned_to(p.v, 16) && p.q_nope_stride % 8 == 0 &&
-                       p.q_pe_stride % 8 == 0 && p.k_nope_stride % 8 == 0 && p.k_pe_stride % 8 == 0 &&
-                       p.v_stride % 8 == 0 && aligned_to(p.out, 4);
+  // wgmma falls back to tc, tc to simple (inputs_aligned).
   const char* no_wgmma = nullptr;
-  const DenseImpl chosen = choose_impl(impl, aligned, aligned_to(p.out, 16), device, optin, &no_wgmma);
+  const DenseImpl chosen = choose_impl(impl, inputs_aligned(p), aligned_to(p.out, 16), device, optin, &no_wgmma);
   const bool wgmma_ok = chosen == DenseImpl::kWgmma;
   if (debug != dense_wgmma::Debug::kNone && !wgmma_ok) {
     return Status::unsupported(std::string("MLA_DENSE_WGMMA_DEBUG needs the wgmma kernel, which does not run: ") +
@@ -657,7 +663,19 @@ Status dense_mha_implementation(int device, std::string* name) {
   MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   const char* no_wgmma = nullptr;
   const DenseImpl chosen = choose_impl(impl, /*aligned=*/true, /*out_aligned16=*/true, device, optin, &no_wgmma);
-  *name = chosen == DenseImpl::kWgmma ? "wgmma" : (chosen == DenseImpl::kTc ? "tc" : "simple");
+  *name = impl_name(chosen);
+  return Status();
+}
+
+bool wgmma_kernels_built() { return MLA_HAVE_WGMMA != 0; }
+
+Status dense_mha_implementation_for(const DenseMhaParams& p, int device, std::string* name) {
+  DenseImpl impl = DenseImpl::kWgmma;
+  MLA_RETURN_IF_ERROR(requested_impl(&impl));
+  int optin = 0;
+  MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const char* no_wgmma = nullptr;
+  *name = impl_name(choose_impl(impl, inputs_aligned(p), aligned_to(p.out, 16), device, optin, &no_wgmma));
   return Status();
 }
 

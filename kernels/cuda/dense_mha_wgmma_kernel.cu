@@ -672,9 +672,10 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
     g_base += it.n_kt;
 
     // Epilogue (runs while the producer loads the next item's Q and key tiles): this thread's two
-    // rows, columns 8 i + 2 tq, + 1. out = o / l with normalize()'s bits: where every value of the
-    // warp is in the division's fast-path range (attn_dev::division_reciprocal: always, but for rows
-    // without a visible key or extreme values) at one reciprocal per row, else a division per value.
+    // rows, columns 8 i + 2 tq, + 1. out = o / l with normalize()'s bits: at one reciprocal per row
+    // where every value of the warp is in the range of attn_dev::division_reciprocal's fast path,
+    // else a division per value (the whole warp: for a row without a visible key, l = 0, or an o
+    // of 0 or beyond 2^+-64, also in rows past the request, which are not stored).
     bool fast = attn_dev::division_divisor_ok(l[0]) && attn_dev::division_divisor_ok(l[1]);
 #pragma unroll
     for (int i = 0; i < 64; ++i) fast = fast & attn_dev::division_value_ok(o[i]);
@@ -682,7 +683,8 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = row_lo + 8 * half;
-      const int64_t t = it.rq.begin + it.i0 + row;
+      const bool stored = row < it.rows;
+      const int64_t t = it.rq.begin + it.i0 + (stored ? row : 0);
       uint32_t w[16];
       if (fast) {
         const float r = attn_dev::division_reciprocal(l[half]);
@@ -695,9 +697,9 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
 #pragma unroll
         for (int i = 0; i < 16; ++i) w[i] = pack_bf16x2(normalize(o[4 * i + 2 * half], l[half]), normalize(o[4 * i + 2 * half + 1], l[half]));
       }
-      // Rows past the request (row >= it.rows) are not stored; the lane exchange runs in every lane.
-      store_row_words(a.out + (t * H + it.h) * kDv, w, tq, row < it.rows);
-      if (row < it.rows && tq == 0) a.lse[t * H + it.h] = row_lse(m[half], l[half]);
+      // Rows past the request are not stored; the lane exchange runs in every lane.
+      store_row_words(a.out + (t * H + it.h) * kDv, w, tq, stored);
+      if (stored && tq == 0) a.lse[t * H + it.h] = row_lse(m[half], l[half]);
     }
   }
 #endif  // MLA_WGMMA_ENABLED
@@ -781,6 +783,9 @@ Status launch(const DenseArgs& args, dim3 grid, Debug debug, Schedule schedule, 
   WorkSchedule sched;
   const int64_t items = static_cast<int64_t>(grid.x) * grid.y;
   if (items == 0) return Status();
+  if (reinterpret_cast<uintptr_t>(args.out) % 16 != 0) {
+    return Status::error("dense MHA (wgmma): out is not 16-byte aligned (its 16-byte stores need it)");
+  }
   TmaMaps maps;
   MLA_RETURN_IF_ERROR(make_maps(args, &maps));
   // Persistent: min(items, SMs, MLA_DENSE_WGMMA_MAX_CTAS) CTAs, each taking the next unclaimed item

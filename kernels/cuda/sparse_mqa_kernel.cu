@@ -654,6 +654,16 @@ SparseImpl choose_impl(SparseImpl impl, bool aligned, int device, int optin) {
   return impl != SparseImpl::kSimple && aligned && optin >= kSmemTcBytes ? SparseImpl::kTc : SparseImpl::kSimple;
 }
 
+// The alignment the cp.async kernels need (choose_impl).
+bool cache_aligned(const SparseMqaParams& p) { return aligned_to(p.cache.data, 16) && p.cache.page_stride_bytes % 16 == 0; }
+bool inputs_aligned(const SparseMqaParams& p) {
+  return cache_aligned(p) && aligned_to(p.out_lat, 4) && aligned_to(p.partial_out, 8);
+}
+
+const char* impl_name(SparseImpl impl) {
+  return impl == SparseImpl::kWgmma ? "wgmma" : (impl == SparseImpl::kTc ? "tc" : "simple");
+}
+
 }  // namespace
 
 Status launch_sparse_mqa(const SparseMqaParams& p, cudaStream_t stream) {
@@ -684,7 +694,7 @@ Status launch_sparse_mqa(const SparseMqaParams& p, cudaStream_t stream) {
   args.partial_lse = p.partial_lse;
   args.q_vec = aligned_to(p.q_nope_lat, 16) && aligned_to(p.q_pe, 16) && p.q_nope_token_stride % 8 == 0 &&
                p.q_nope_head_stride % 8 == 0 && p.q_pe_token_stride % 8 == 0 && p.q_pe_head_stride % 8 == 0;
-  const bool cache_vec = aligned_to(p.cache.data, 16) && p.cache.page_stride_bytes % 16 == 0;
+  const bool cache_vec = cache_aligned(p);
 
   if (md.num_items > 0) {
     SparseImpl impl = SparseImpl::kWgmma;
@@ -692,8 +702,7 @@ Status launch_sparse_mqa(const SparseMqaParams& p, cudaStream_t stream) {
     int device = 0, optin = 0;
     MLA_CUDA_CHECK(cudaGetDevice(&device));
     MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    const bool aligned = cache_vec && aligned_to(p.out_lat, 4) && aligned_to(p.partial_out, 8);
-    const SparseImpl chosen = choose_impl(impl, aligned, device, optin);
+    const SparseImpl chosen = choose_impl(impl, inputs_aligned(p), device, optin);
     const bool use_wgmma = chosen == SparseImpl::kWgmma, use_tc = chosen == SparseImpl::kTc;
     const int heads_per_cta = use_wgmma ? sparse_wgmma::kHeadsPerCta : (use_tc ? kTcHeads : kSimpleHeads);
     args.head_groups = (p.num_heads + heads_per_cta - 1) / heads_per_cta;
@@ -749,8 +758,16 @@ Status sparse_mqa_implementation(int device, std::string* name) {
   MLA_RETURN_IF_ERROR(requested_impl(&impl));
   int optin = 0;
   MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  const SparseImpl chosen = choose_impl(impl, /*aligned=*/true, device, optin);
-  *name = chosen == SparseImpl::kWgmma ? "wgmma" : (chosen == SparseImpl::kTc ? "tc" : "simple");
+  *name = impl_name(choose_impl(impl, /*aligned=*/true, device, optin));
+  return Status();
+}
+
+Status sparse_mqa_implementation_for(const SparseMqaParams& p, int device, std::string* name) {
+  SparseImpl impl = SparseImpl::kWgmma;
+  MLA_RETURN_IF_ERROR(requested_impl(&impl));
+  int optin = 0;
+  MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  *name = impl_name(choose_impl(impl, inputs_aligned(p), device, optin));
   return Status();
 }
 

@@ -34,6 +34,8 @@
 #include "kernels/common/attention_params.h"
 #include "kernels/common/bf16.h"
 #include "kernels/common/ds_mla_entry.h"
+#include "kernels/cuda/attention_launchers.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "lib/rng.h"
 #include "lib/sparse_mqa_plan.h"
 
@@ -58,6 +60,18 @@ void require(const Status& s, const std::string& what) {
 }
 
 enum Side { kHost = 0, kCuda = 1 };
+
+// What info().kernels says runs for aligned inputs on this device, for `route` ("sparse_mqa" or
+// "dense_mha") under the current environment.
+std::string kernel_for_aligned_inputs(Backend& cuda, const std::string& route) {
+  const std::string k = cuda.info().kernels;
+  const std::size_t at = k.find(route + "=");
+  if (at == std::string::npos) return "(" + k + ")";
+  const std::size_t begin = at + route.size() + 1;
+  return k.substr(begin, k.find(' ', begin) - begin);
+}
+
+int device_of(Backend& cuda) { return dynamic_cast<mla::CudaBackend&>(cuda).device(); }
 
 // The same bytes on the host and the CUDA backend: [guard | payload | guard]. The payload starts
 // 256-byte aligned plus `shift` bytes.
@@ -442,6 +456,10 @@ TEST_F(CudaAttentionTest, SparseMqaMatchesHost) {
         d_plse->reset_cuda();
         require(cuda_->sparse_mqa(params(kCuda)), "cuda sparse_mqa");
         sync();
+        // Every buffer here is aligned: what ran is what the device runs for aligned inputs.
+        std::string ran;
+        require(mla::sparse_mqa_implementation_for(params(kCuda), device_of(*cuda_), &ran), "implementation");
+        EXPECT_EQ(ran, kernel_for_aligned_inputs(*cuda_, "sparse_mqa")) << name;
         impl_out[i] = d_out->read<bf16_t>(kCuda, "out_lat");
         impl_lse[i] = d_lse->read<float>(kCuda, "lse");
         (void)d_pout->read<float>(kCuda, "partial_out");  // guards
@@ -476,6 +494,20 @@ TEST_F(CudaAttentionTest, BackendInfoNamesTheAttentionKernels) {
   const std::string k = cuda_->info().kernels;  // the defaults: what this device and build run
   EXPECT_EQ(k.rfind("sparse_mqa=", 0), 0u) << k;
   EXPECT_NE(k.find(" dense_mha="), std::string::npos) << k;
+}
+
+// On a compute capability 9.0 device with a build that has the sm_90a kernels, both attention
+// routes run `wgmma` by default: a probe that refuses them (say, a register count that no longer
+// matches the setmaxnreg budget) would otherwise leave every test passing on `tc`.
+TEST_F(CudaAttentionTest, WgmmaKernelsRunOnHopper) {
+  ScopedEnv sparse("MLA_SPARSE_MQA_IMPL", nullptr);
+  ScopedEnv dense("MLA_DENSE_MHA_IMPL", nullptr);
+  if (!mla::wgmma_kernels_built()) GTEST_SKIP() << "built without sm_90a (the CUDA architectures do not include 90)";
+  int major = 0, minor = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_of(*cuda_)), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_of(*cuda_)), cudaSuccess);
+  if (major != 9 || minor != 0) GTEST_SKIP() << "compute capability " << major << "." << minor << ", not 9.0";
+  EXPECT_EQ(cuda_->info().kernels, "sparse_mqa=wgmma dense_mha=wgmma");
 }
 
 TEST_F(CudaAttentionTest, SparseMqaRejectsUnknownImplementation) {
@@ -665,6 +697,14 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
       d_lse->reset_cuda();
       require(cuda_->dense_mha(pb.params(kCuda)), "cuda dense_mha");
       sync();
+      // What ran: a misaligned token stride runs simple (tc and wgmma need 16-byte rows), an out
+      // that is not 16-byte aligned runs tc instead of wgmma; else what the device runs for
+      // aligned inputs.
+      std::string ran, expected = kernel_for_aligned_inputs(*cuda_, "dense_mha");
+      require(mla::dense_mha_implementation_for(pb.params(kCuda), device_of(*cuda_), &ran), "implementation");
+      if (c.q_pad % 8 != 0) expected = "simple";
+      if (c.out_shift % 16 != 0 && expected == "wgmma") expected = "tc";
+      EXPECT_EQ(ran, expected) << name;
       impl_out[i] = d_out->read<bf16_t>(kCuda, "out");
       impl_lse[i] = d_lse->read<float>(kCuda, "lse");
       expect_close_bf16(ref_out, impl_out[i], name + " out vs host");
