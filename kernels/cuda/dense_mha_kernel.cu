@@ -636,7 +636,7 @@ Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream) {
 
   if (wgmma_ok) {
 #if MLA_HAVE_WGMMA
-    MLA_RETURN_IF_ERROR(dense_wgmma::launch(args, grid, debug, schedule, stream));
+    MLA_RETURN_IF_ERROR(dense_wgmma::launch(args, debug, schedule, stream));
 #endif
   } else if (use_tc) {
     MLA_CUDA_CHECK(

@@ -34,8 +34,8 @@ int smem_bytes();
 // Clears the runtime error a failed probe leaves.
 bool runs_on(int device);
 
-// The work: one item per (request, 128-query tile, head), `grid` = (q_tiles * num_reqs,
-// num_heads) items (args.q_tiles counts tiles of kRowsPerCta, args.num_reqs the requests). By
+// The work: one item per (request, 128-query tile, head), args.q_tiles * args.num_reqs *
+// args.num_heads items (args.q_tiles counts tiles of kRowsPerCta, args.num_reqs the requests). By
 // default a persistent grid of min(items, SMs) CTAs takes the items dynamically (an atomic counter
 // and per-CTA item slots in device memory, one set per (device, stream), allocated on first use:
 // launches on one stream run in order, so they never share it while running; each launch leaves
@@ -45,6 +45,6 @@ bool runs_on(int device);
 // DenseMhaParams::validate(): every input pointer 16-byte aligned and every token stride a
 // multiple of 8 elements (what the TMA tensor maps need), out 16-byte aligned. An error if the
 // driver cannot encode the tensor maps.
-Status launch(const DenseArgs& args, dim3 grid, Debug debug, Schedule schedule, cudaStream_t stream);
+Status launch(const DenseArgs& args, Debug debug, Schedule schedule, cudaStream_t stream);
 
 }  // namespace mla::dense_wgmma

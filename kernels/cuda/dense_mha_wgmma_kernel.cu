@@ -779,9 +779,9 @@ bool runs_on(int device) {
   return answer.get(device);
 }
 
-Status launch(const DenseArgs& args, dim3 grid, Debug debug, Schedule schedule, cudaStream_t stream) {
+Status launch(const DenseArgs& args, Debug debug, Schedule schedule, cudaStream_t stream) {
   WorkSchedule sched;
-  const int64_t items = static_cast<int64_t>(grid.x) * grid.y;
+  const int64_t items = static_cast<int64_t>(args.q_tiles) * args.num_reqs * args.num_heads;
   if (items == 0) return Status();
   if (reinterpret_cast<uintptr_t>(args.out) % 16 != 0) {
     return Status::error("dense MHA (wgmma): out is not 16-byte aligned (its 16-byte stores need it)");

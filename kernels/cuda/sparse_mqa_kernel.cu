@@ -94,12 +94,7 @@ __global__ void __launch_bounds__(kSimpleThreads) sparse_mqa_simple_kernel(const
   extern __shared__ __align__(16) uint8_t smem_raw[];
   SimpleSmem& sm = *reinterpret_cast<SimpleSmem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const SparseMqaWorkItem item = a.items[blockIdx.x / a.head_groups];
-  const int64_t t = item.token;  // trusted (failure mode 4)
-  const int h0 = static_cast<int>(blockIdx.x % a.head_groups) * kSimpleHeads;
-  const int32_t kb = max(item.k_begin, 0);
-  const int32_t ke = min(item.k_end, a.topk);
-  const int32_t* idx_row = a.indices + t * a.indices_row_stride;
+  [[maybe_unused]] const auto [t, h0, kb, ke, ntiles, partial, idx_row] = cta_work(a, kSimpleHeads);
 
   // Q rows (zero for heads past num_heads).
   for (int i = tid; i < kSimpleHeads * kDl; i += kSimpleThreads) {
@@ -239,14 +234,14 @@ __global__ void __launch_bounds__(kSimpleThreads) sparse_mqa_simple_kernel(const
     const int h = h0 + r;
     if (h >= a.num_heads) break;
     const float l = sm.l[r];
-    if (item.partial < 0) {
+    if (partial < 0) {
       bf16_t* out = a.out_lat + (t * a.num_heads + h) * kDc;
 #pragma unroll
       for (int d = 0; d < kSimpleDimsPerThread; ++d) {
         out[tid + kSimpleThreads * d] = f32_to_bf16_rne(normalize(acc[r][d], l));
       }
     } else {
-      const int64_t prow = static_cast<int64_t>(item.partial) * a.num_heads + h;  // trusted
+      const int64_t prow = static_cast<int64_t>(partial) * a.num_heads + h;  // trusted
 #pragma unroll
       for (int d = 0; d < kSimpleDimsPerThread; ++d) {
         a.partial_out[prow * kDc + tid + kSimpleThreads * d] = normalize(acc[r][d], l);
@@ -256,10 +251,10 @@ __global__ void __launch_bounds__(kSimpleThreads) sparse_mqa_simple_kernel(const
   if (tid < kSimpleHeads && h0 + tid < a.num_heads) {
     const int h = h0 + tid;
     const float v = row_lse(sm.m[tid], sm.l[tid]);
-    if (item.partial < 0) {
+    if (partial < 0) {
       a.lse[t * a.num_heads + h] = v;
     } else {
-      a.partial_lse[static_cast<int64_t>(item.partial) * a.num_heads + h] = v;
+      a.partial_lse[static_cast<int64_t>(partial) * a.num_heads + h] = v;
     }
   }
 }

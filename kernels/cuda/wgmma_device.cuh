@@ -48,6 +48,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/attention_device.cuh"
+
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define MLA_WGMMA_ENABLED 1
 #else
@@ -58,9 +60,7 @@ namespace mla::wgmma {
 
 #if MLA_WGMMA_ENABLED
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
+using attn_dev::smem_u32;
 
 // --- register reallocation (whole warpgroups, immediates multiple of 8 in [24, 256]) -------------
 template <int kRegs>
@@ -144,14 +144,10 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, int c
       : "memory");
 }
 
-// --- cp.async (generic proxy) ---------------------------------------------------------------------
-// 16 bytes global -> shared; src_bytes 0 writes 16 zero bytes and reads nothing (src must still be
-// a valid global address). .cg: L2 only.
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+// --- cp.async (generic proxy): attention_device.cuh's ----------------------------------------------
+using attn_dev::cp_async16;
+using attn_dev::cp_async_commit;
+__device__ __forceinline__ void cp_async_wait_all() { attn_dev::cp_async_wait<0>(); }
 
 // --- descriptors and wgmma ------------------------------------------------------------------------
 // 128-byte-swizzle descriptor of the operand starting at shared address `addr` (16-byte aligned,
