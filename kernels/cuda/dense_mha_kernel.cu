@@ -570,6 +570,17 @@ const char* impl_name(DenseImpl impl) {
   return impl == DenseImpl::kWgmma ? "wgmma" : (impl == DenseImpl::kTc ? "tc" : "simple");
 }
 
+// The name of what launch_dense_mha runs on `device` for inputs that are (not) aligned.
+Status chosen_name(bool aligned, bool out_aligned16, int device, std::string* name) {
+  DenseImpl impl = DenseImpl::kWgmma;
+  MLA_RETURN_IF_ERROR(requested_impl(&impl));
+  int optin = 0;
+  MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const char* no_wgmma = nullptr;
+  *name = impl_name(choose_impl(impl, aligned, out_aligned16, device, optin, &no_wgmma));
+  return Status();
+}
+
 }  // namespace
 
 Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream) {
@@ -657,26 +668,13 @@ Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream) {
 }
 
 Status dense_mha_implementation(int device, std::string* name) {
-  DenseImpl impl = DenseImpl::kWgmma;
-  MLA_RETURN_IF_ERROR(requested_impl(&impl));
-  int optin = 0;
-  MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  const char* no_wgmma = nullptr;
-  const DenseImpl chosen = choose_impl(impl, /*aligned=*/true, /*out_aligned16=*/true, device, optin, &no_wgmma);
-  *name = impl_name(chosen);
-  return Status();
+  return chosen_name(/*aligned=*/true, /*out_aligned16=*/true, device, name);
+}
+
+Status dense_mha_implementation_for(const DenseMhaParams& p, int device, std::string* name) {
+  return chosen_name(inputs_aligned(p), aligned_to(p.out, 16), device, name);
 }
 
 bool wgmma_kernels_built() { return MLA_HAVE_WGMMA != 0; }
-
-Status dense_mha_implementation_for(const DenseMhaParams& p, int device, std::string* name) {
-  DenseImpl impl = DenseImpl::kWgmma;
-  MLA_RETURN_IF_ERROR(requested_impl(&impl));
-  int optin = 0;
-  MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  const char* no_wgmma = nullptr;
-  *name = impl_name(choose_impl(impl, inputs_aligned(p), aligned_to(p.out, 16), device, optin, &no_wgmma));
-  return Status();
-}
 
 }  // namespace mla

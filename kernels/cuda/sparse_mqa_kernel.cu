@@ -659,6 +659,16 @@ const char* impl_name(SparseImpl impl) {
   return impl == SparseImpl::kWgmma ? "wgmma" : (impl == SparseImpl::kTc ? "tc" : "simple");
 }
 
+// The name of what launch_sparse_mqa runs on `device` for inputs that are (not) aligned.
+Status chosen_name(bool aligned, int device, std::string* name) {
+  SparseImpl impl = SparseImpl::kWgmma;
+  MLA_RETURN_IF_ERROR(requested_impl(&impl));
+  int optin = 0;
+  MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  *name = impl_name(choose_impl(impl, aligned, device, optin));
+  return Status();
+}
+
 }  // namespace
 
 Status launch_sparse_mqa(const SparseMqaParams& p, cudaStream_t stream) {
@@ -748,22 +758,10 @@ Status launch_sparse_mqa(const SparseMqaParams& p, cudaStream_t stream) {
   return Status();
 }
 
-Status sparse_mqa_implementation(int device, std::string* name) {
-  SparseImpl impl = SparseImpl::kWgmma;
-  MLA_RETURN_IF_ERROR(requested_impl(&impl));
-  int optin = 0;
-  MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  *name = impl_name(choose_impl(impl, /*aligned=*/true, device, optin));
-  return Status();
-}
+Status sparse_mqa_implementation(int device, std::string* name) { return chosen_name(/*aligned=*/true, device, name); }
 
 Status sparse_mqa_implementation_for(const SparseMqaParams& p, int device, std::string* name) {
-  SparseImpl impl = SparseImpl::kWgmma;
-  MLA_RETURN_IF_ERROR(requested_impl(&impl));
-  int optin = 0;
-  MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  *name = impl_name(choose_impl(impl, inputs_aligned(p), device, optin));
-  return Status();
+  return chosen_name(inputs_aligned(p), device, name);
 }
 
 }  // namespace mla

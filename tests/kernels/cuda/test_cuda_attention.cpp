@@ -61,16 +61,6 @@ void require(const Status& s, const std::string& what) {
 
 enum Side { kHost = 0, kCuda = 1 };
 
-// What info().kernels says runs for aligned inputs on this device, for `route` ("sparse_mqa" or
-// "dense_mha") under the current environment.
-std::string kernel_for_aligned_inputs(Backend& cuda, const std::string& route) {
-  const std::string k = cuda.info().kernels;
-  const std::size_t at = k.find(route + "=");
-  if (at == std::string::npos) return "(" + k + ")";
-  const std::size_t begin = at + route.size() + 1;
-  return k.substr(begin, k.find(' ', begin) - begin);
-}
-
 int device_of(Backend& cuda) { return dynamic_cast<mla::CudaBackend&>(cuda).device(); }
 
 // The same bytes on the host and the CUDA backend: [guard | payload | guard]. The payload starts
@@ -458,8 +448,10 @@ TEST_F(CudaAttentionTest, SparseMqaMatchesHost) {
         sync();
         // Every buffer here is aligned: what ran is what the device runs for aligned inputs.
         std::string ran;
+        std::string aligned_runs;
         require(mla::sparse_mqa_implementation_for(params(kCuda), device_of(*cuda_), &ran), "implementation");
-        EXPECT_EQ(ran, kernel_for_aligned_inputs(*cuda_, "sparse_mqa")) << name;
+        require(mla::sparse_mqa_implementation(device_of(*cuda_), &aligned_runs), "implementation");
+        EXPECT_EQ(ran, aligned_runs) << name;
         impl_out[i] = d_out->read<bf16_t>(kCuda, "out_lat");
         impl_lse[i] = d_lse->read<float>(kCuda, "lse");
         (void)d_pout->read<float>(kCuda, "partial_out");  // guards
@@ -700,7 +692,8 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
       // What ran: a misaligned token stride runs simple (tc and wgmma need 16-byte rows), an out
       // that is not 16-byte aligned runs tc instead of wgmma; else what the device runs for
       // aligned inputs.
-      std::string ran, expected = kernel_for_aligned_inputs(*cuda_, "dense_mha");
+      std::string ran, expected;
+      require(mla::dense_mha_implementation(device_of(*cuda_), &expected), "implementation");
       require(mla::dense_mha_implementation_for(pb.params(kCuda), device_of(*cuda_), &ran), "implementation");
       if (c.q_pad % 8 != 0) expected = "simple";
       if (c.out_shift % 16 != 0 && expected == "wgmma") expected = "tc";
