@@ -32,7 +32,7 @@ struct DenseArgs {
   int32_t q_tiles;       // query tiles per request in the grid
   int32_t num_reqs;      // requests (cu_q / cu_k have num_reqs + 1 entries)
   unsigned long long* work_counter;  // wgmma's dynamic schedule: [next item, CTAs done], zero at launch; else null
-  long long* work_slots;             // wgmma's dynamic schedule: 2 item slots per CTA; else null
+  long long* work_slots;             // wgmma's dynamic schedule: kWorkSlotWords per CTA; else null
 };
 
 }  // namespace mla

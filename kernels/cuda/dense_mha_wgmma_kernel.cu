@@ -14,7 +14,8 @@
 // per item instead (looping over items only past the grid's x limit or MLA_DENSE_WGMMA_MAX_CTAS).
 //   warpgroup 0, producer (setmaxnreg 40): warp 0 / 1 load the K tiles of stage 0 / 1, warp 2 / 3
 //     the V tiles of stage 0 / 1; warp 0 also loads Q, and its lane 0 fetches the CTA's next item
-//     (nth_item). Per tile, after the stage's empty mbarrier:
+//     and publishes it resolved to the other warps (nth_item). Per tile, after the stage's empty
+//     mbarrier:
 //     a whole tile is a TMA box per 64-column block (lane 0: arrive.expect_tx on the full
 //     mbarrier, then the boxes; the other lanes arrive); a request's partial last tile is 16-byte
 //     cp.async, zero-filled past its keys (each lane: wait for its copies, fence.proxy.async,
@@ -97,10 +98,12 @@ constexpr int kOffK = kOffQ + kQBytes;
 constexpr int kOffV = kOffK + 2 * kKBytes;
 constexpr int kOffBar = kOffV + 2 * kVBytes;
 constexpr int kBarBytes = 14 * 8;  // 14 mbarriers
+constexpr int kItemBytes = 64;     // one published work item (PublishedItem), in global memory
 constexpr int kSmemBytes = 1024 + kOffBar + kBarBytes;
 constexpr int kEmptyArrivals = 4 * kConsumerWgs;  // lane 0 of every consumer warp
 constexpr int kFullArrivals = 32;                 // every lane of the loading warp
 static_assert(kSmemBytes == 214128, "one CTA per SM, within the 227 KiB opt-in limit");
+static_assert(kItemBytes == 8 * kWorkSlotWords / 2, "WorkSchedule's slot size");
 static_assert(kRows == 64 * kConsumerWgs && kKeys == 128 && kDv == 128, "m64n128 tiles: S and O are 64 x 128");
 static_assert(kKeys == 2 * kSoftmaxKeys, "two softmax halves per key tile (softmax_tile_masked, issue_pv)");
 // Registers per thread at launch (__launch_bounds__(384, 1): 65536 / 384 rounded down to 8; ptxas
@@ -370,60 +373,114 @@ __device__ __forceinline__ WorkItem work_item(const DenseArgs& a, int64_t w) {
   return it;
 }
 
-// The CTA's n-th work item as every warp sees it (>= the item count: no more work; every warp asks
-// for n = 0, 1, ... in turn until then). kDynamic false: items c, c + gridDim.x, ... of CTA c.
-// kDynamic true: the next unclaimed item, atomicAdd on a.work_counter[0] by lane 0 of the
-// producer's warp 0, published in the CTA's slot n & 1 of a.work_slots (global memory):
-// sched_full[n & 1] (1 arrival, release) publishes it to the other kSchedReaders warps (acquire),
-// whose lane 0 each arrive on sched_empty[n & 1] after reading, which frees the slot for item
-// n + 2. Launches that share the counters and slots must not overlap (launch(): one state per
-// stream). (The slots are in global memory, not shared: racecheck does not follow mbarrier
-// synchronization of plain shared-memory accesses and reported these as hazards.) The CTA's
-// terminating fetch (an index past the last item) also counts it in work_counter[1]; the last CTA
-// to count resets both counters to 0 for the next launch (every CTA has made its last atomicAdd on
-// work_counter[0] by then: the fence orders it before the count).
+// A work item as the fetching thread publishes it (kDynamic): the index and its WorkItem, resolved
+// once (request ranges from cu_seqlens, the 64-bit divisions) instead of by every warp.
+struct alignas(16) PublishedItem {
+  long long w;  // >= the item count: no more work (the other fields unset)
+  long long rq_begin, rk_begin;
+  int r, h, i0, rows, n_kt, rq_count, rk_count, unused;
+};
+static_assert(sizeof(PublishedItem) == kItemBytes, "the slot size");
+
+struct ItemView {
+  int64_t w;    // >= the item count: no more work (it unset)
+  WorkItem it;
+};
+
+// The CTA's slot s (0, 1) of published items in a.work_slots (16-byte aligned: WorkSchedule).
+__device__ __forceinline__ PublishedItem* item_slot(const DenseArgs& a, int s) {
+  return reinterpret_cast<PublishedItem*>(a.work_slots + kWorkSlotWords * static_cast<int64_t>(blockIdx.x)) + s;
+}
+
+// The CTA's n-th work item as every warp sees it (every warp asks for n = 0, 1, ... in turn until
+// w >= the item count). kDynamic false: items c, c + gridDim.x, ... of CTA c, each warp resolving
+// its own WorkItem. kDynamic true: the next unclaimed item, atomicAdd on a.work_counter[0] by
+// lane 0 of the producer's warp 0, which resolves it (its warp's lanes too, for their own use) and
+// publishes it, resolved, in the CTA's slot n & 1 of a.work_slots (global memory: four 16-byte
+// volatile stores); sched_full[n & 1] (1 arrival, release) publishes it to the other
+// kSchedReaders warps (acquire), which read it with four 16-byte loads (one round trip: the item
+// used to take two dependent ones, its index and then cu_seqlens) and whose lane 0 each arrive on
+// sched_empty[n & 1] after reading, which frees the slot for item n + 2. Launches that share the
+// counters and slots must not overlap (launch(): one state per stream).
+//   Why global memory: racecheck does not follow mbarrier synchronization of generic
+// shared-memory accesses and reported a slot in shared memory as a hazard, whether written by the
+// fetching thread or by a bulk copy that completes sched_full (the latter measured ~1 % faster on
+// the short shapes than this; docs/performance.md).
+//   The CTA's terminating fetch (an index past the last item) also counts it in work_counter[1];
+// the last CTA to count resets both counters to 0 for the next launch (every CTA has made its last
+// atomicAdd on work_counter[0] by then: the fence orders it before the count).
 // kProducer: called from the producer warpgroup (whose warp 0 fetches); the consumers' copy has no
 // fetching code (keeping it out of the consumers' register allocation around their wgmma).
-template <bool kDynamic, bool kProducer>
-__device__ __forceinline__ int64_t nth_item(const DenseArgs& a, uint32_t sbase, int n, int64_t items, int cta_warp,
-                                            int lane) {
+template <Debug kDebug, bool kDynamic, bool kProducer>
+__device__ __forceinline__ ItemView nth_item(const DenseArgs& a, uint32_t sbase, int n, int64_t items, int cta_warp,
+                                             int lane) {
+  ItemView v;
   if constexpr (!kDynamic) {
-    return static_cast<int64_t>(blockIdx.x) + static_cast<int64_t>(n) * gridDim.x;
-  } else {
-    const int s = n & 1;
-    volatile long long* slot = a.work_slots + 2 * static_cast<int64_t>(blockIdx.x) + s;
-    int64_t w = 0;
-    if (kProducer && cta_warp == 0) {
-      if (lane == 0) {
-        if (n >= 2) wgmma::mbar_wait(sbase + bar_sched_empty(s), ((n >> 1) - 1) & 1);
-        w = static_cast<int64_t>(atomicAdd(a.work_counter, 1ULL));
-        // A clean launch sees at most items + gridDim.x - 1 here and fewer than gridDim.x CTAs
-        // done below. A best-effort guard against counters shared by overlapping launches (which
-        // launch() rules out) or left dirty: it traps where it can tell, but a dirty counter
-        // below `items` goes unnoticed (items skipped).
-        if (w >= items + gridDim.x) __trap();
-        if (w >= items) {
-          __threadfence();
-          const unsigned long long done = atomicAdd(a.work_counter + 1, 1ULL);
-          if (done >= gridDim.x) __trap();
-          if (done == gridDim.x - 1) {
-            __threadfence();
-            a.work_counter[0] = 0;
-            a.work_counter[1] = 0;
-          }
-        }
-        *slot = w;
-        wgmma::mbar_arrive(sbase + bar_sched_full(s));  // release: the slot before it
-      }
-      w = __shfl_sync(0xFFFFFFFFu, w, 0);
-    } else {
-      wgmma::mbar_wait(sbase + bar_sched_full(s), (n >> 1) & 1);
-      w = *slot;
-      __syncwarp();
-      if (lane == 0) wgmma::mbar_arrive(sbase + bar_sched_empty(s));
-    }
-    return w;
+    v.w = static_cast<int64_t>(blockIdx.x) + static_cast<int64_t>(n) * gridDim.x;
+    if (v.w < items) v.it = work_item<kDebug>(a, v.w);
+    return v;
   }
+  const int s = n & 1;
+  if (!kProducer || cta_warp != 0) {
+    wgmma::mbar_wait(sbase + bar_sched_full(s), (n >> 1) & 1);
+    PublishedItem p;
+    const volatile uint4* src = reinterpret_cast<const volatile uint4*>(item_slot(a, s));
+#pragma unroll
+    for (int i = 0; i < kItemBytes / 16; ++i) reinterpret_cast<uint4*>(&p)[i] = wgmma::ld_volatile_global_v4(src + i);
+    __syncwarp();
+    if (lane == 0) wgmma::mbar_arrive(sbase + bar_sched_empty(s));
+    v.w = p.w;
+    v.it.r = p.r;
+    v.it.h = p.h;
+    v.it.i0 = p.i0;
+    v.it.rq = Range{p.rq_begin, p.rq_count};
+    v.it.rk = Range{p.rk_begin, p.rk_count};
+    v.it.rows = p.rows;
+    v.it.n_kt = p.n_kt;
+    return v;
+  }
+  int64_t w = 0;
+  if (lane == 0) {
+    if (n >= 2) wgmma::mbar_wait(sbase + bar_sched_empty(s), ((n >> 1) - 1) & 1);
+    w = static_cast<int64_t>(atomicAdd(a.work_counter, 1ULL));
+    // A clean launch sees at most items + gridDim.x - 1 here and fewer than gridDim.x CTAs
+    // done below. A best-effort guard against counters shared by overlapping launches (which
+    // launch() rules out) or left dirty: it traps where it can tell, but a dirty counter
+    // below `items` goes unnoticed (items skipped).
+    if (w >= items + gridDim.x) __trap();
+    if (w >= items) {
+      __threadfence();
+      const unsigned long long done = atomicAdd(a.work_counter + 1, 1ULL);
+      if (done >= gridDim.x) __trap();
+      if (done == gridDim.x - 1) {
+        __threadfence();
+        a.work_counter[0] = 0;
+        a.work_counter[1] = 0;
+      }
+    }
+  }
+  v.w = __shfl_sync(0xFFFFFFFFu, w, 0);
+  if (v.w < items) v.it = work_item<kDebug>(a, v.w);
+  if (lane == 0) {
+    PublishedItem p{};
+    p.w = v.w;
+    if (v.w < items) {
+      p.rq_begin = v.it.rq.begin;
+      p.rk_begin = v.it.rk.begin;
+      p.r = v.it.r;
+      p.h = v.it.h;
+      p.i0 = v.it.i0;
+      p.rows = v.it.rows;
+      p.n_kt = v.it.n_kt;
+      p.rq_count = v.it.rq.count;
+      p.rk_count = v.it.rk.count;
+    }
+    volatile uint4* dst = reinterpret_cast<volatile uint4*>(item_slot(a, s));
+#pragma unroll
+    for (int i = 0; i < kItemBytes / 16; ++i) wgmma::st_volatile_global_v4(dst + i, reinterpret_cast<const uint4*>(&p)[i]);
+    wgmma::mbar_arrive(sbase + bar_sched_full(s));  // release: the slot's stores before it
+  }
+  return v;
 }
 
 #endif  // MLA_WGMMA_ENABLED
@@ -472,9 +529,9 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
     int64_t g_base = 0;
     int uses = 0;  // non-empty items so far
     for (int n = 0;; ++n) {
-      const int64_t w = nth_item<kDynamic, true>(a, sbase, n, items, cta_warp, lane);
-      if (w >= items) break;
-      const WorkItem it = work_item<kDebug>(a, w);
+      const ItemView view = nth_item<kDebug, kDynamic, true>(a, sbase, n, items, cta_warp, lane);
+      if (view.w >= items) break;
+      const WorkItem& it = view.it;
       if (it.rows <= 0) continue;
       if (warp == 0) {
         // The item's Q rows (past the request: the next request's rows, or zeros past total_q;
@@ -547,10 +604,12 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
   const float scale = a.scale;
   int64_t g_base = 0;
   int uses = 0;
+  // Item n + 1 is taken before item n's epilogue (its loads run during the epilogue) and its slot
+  // handed back when it is used.
   for (int n = 0;; ++n) {
-    const int64_t w = nth_item<kDynamic, false>(a, sbase, n, items, cta_warp, lane);
-    if (w >= items) break;
-    const WorkItem it = work_item<kDebug>(a, w);
+    const ItemView view = nth_item<kDebug, kDynamic, false>(a, sbase, n, items, cta_warp, lane);
+    if (view.w >= items) break;
+    const WorkItem it = view.it;
     if (it.rows <= 0) continue;
     const int nq = it.rq.count, nk = it.rk.count;
     const int wg_rows = it.rows - 64 * cw < 0 ? 0 : (it.rows - 64 * cw > 64 ? 64 : it.rows - 64 * cw);

@@ -144,6 +144,21 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, int c
       : "memory");
 }
 
+// 16-byte volatile global load / store (16-byte aligned): kept in program order with the
+// mbarrier operations around them (asm volatile, memory clobber) and not cached in L1.
+__device__ __forceinline__ uint4 ld_volatile_global_v4(const volatile uint4* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_volatile_global_v4(volatile uint4* p, uint4 v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
 // --- cp.async (generic proxy): attention_device.cuh's ----------------------------------------------
 using attn_dev::cp_async16;
 using attn_dev::cp_async_commit;

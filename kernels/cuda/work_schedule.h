@@ -9,9 +9,12 @@
 
 namespace mla {
 
+// 64-bit words of item slots per CTA: two slots of 64 bytes (the kernel's published work item).
+inline constexpr int kWorkSlotWords = 16;
+
 struct WorkSchedule {
   unsigned long long* counter = nullptr;  // [2]: next item, CTAs done; zero between launches
-  long long* slots = nullptr;             // [capacity][2]: each CTA's two item slots
+  long long* slots = nullptr;             // [capacity][kWorkSlotWords]: each CTA's two item slots (16-byte aligned)
   int capacity = 0;                       // CTAs the slots are for
 };
 
