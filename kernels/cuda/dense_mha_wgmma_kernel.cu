@@ -374,9 +374,11 @@ __device__ __forceinline__ WorkItem work_item(const DenseArgs& a, int64_t w) {
 }
 
 // A work item as the fetching thread publishes it (kDynamic): the index and its WorkItem, resolved
-// once (request ranges from cu_seqlens, the 64-bit divisions) instead of by every warp.
+// once (request ranges from cu_seqlens, the 64-bit divisions) instead of by every warp. 56 bytes of
+// fields (`unused` among them) and 8 of alignment padding, written zeroed; past the last item only
+// w is meaningful.
 struct alignas(16) PublishedItem {
-  long long w;  // >= the item count: no more work (the other fields unset)
+  long long w;  // >= the item count: no more work
   long long rq_begin, rk_begin;
   int r, h, i0, rows, n_kt, rq_count, rk_count, unused;
 };
@@ -397,10 +399,11 @@ __device__ __forceinline__ PublishedItem* item_slot(const DenseArgs& a, int s) {
 // its own WorkItem. kDynamic true: the next unclaimed item, atomicAdd on a.work_counter[0] by
 // lane 0 of the producer's warp 0, which resolves it (its warp's lanes too, for their own use) and
 // publishes it, resolved, in the CTA's slot n & 1 of a.work_slots (global memory: four 16-byte
-// volatile stores); sched_full[n & 1] (1 arrival, release) publishes it to the other
-// kSchedReaders warps (acquire), which read it with four 16-byte loads (one round trip: the item
-// used to take two dependent ones, its index and then cu_seqlens) and whose lane 0 each arrive on
-// sched_empty[n & 1] after reading, which frees the slot for item n + 2. Launches that share the
+// stores); its arrive on sched_full[n & 1] (1 arrival, release) publishes it to the other
+// kSchedReaders warps (acquire), which read it with four 16-byte loads, and whose lane 0 each
+// arrive on sched_empty[n & 1] after reading (after __syncwarp), which frees the slot for item
+// n + 2. The ordering is the mbarriers' release / acquire at CTA scope; the accesses are volatile
+// only to keep the compiler from moving, merging or dropping them. Launches that share the
 // counters and slots must not overlap (launch(): one state per stream).
 //   Why global memory: racecheck does not follow mbarrier synchronization of generic
 // shared-memory accesses and reported a slot in shared memory as a hazard, whether written by the
@@ -604,8 +607,6 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
   const float scale = a.scale;
   int64_t g_base = 0;
   int uses = 0;
-  // Item n + 1 is taken before item n's epilogue (its loads run during the epilogue) and its slot
-  // handed back when it is used.
   for (int n = 0;; ++n) {
     const ItemView view = nth_item<kDebug, kDynamic, false>(a, sbase, n, items, cta_warp, lane);
     if (view.w >= items) break;

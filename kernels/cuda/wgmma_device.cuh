@@ -144,8 +144,9 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, int c
       : "memory");
 }
 
-// 16-byte volatile global load / store (16-byte aligned): kept in program order with the
-// mbarrier operations around them (asm volatile, memory clobber) and not cached in L1.
+// 16-byte volatile global load / store (16-byte aligned). Volatile and the memory clobber only
+// keep the compiler from moving, merging or dropping them; ordering between threads is the job
+// of the mbarriers around them (release / acquire).
 __device__ __forceinline__ uint4 ld_volatile_global_v4(const volatile uint4* p) {
   uint4 v;
   asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];\n"

@@ -661,6 +661,10 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
       {8, true, {200, 300, 50}, {250, 320, 300}, 0, 0.5f, "causal-uneven-warpgroups"},
       {8, false, {200, 130}, {0, 300}, 0, 0.5f, "unmasked-ctas-without-keys"},
       {8, false, {3, 70}, {0, 0}, 0, 0.5f, "unmasked-no-keys-at-all"},
+      // Mostly empty items (the 1-query requests' second and third query tiles): with 1 or 3 CTAs
+      // the fetching warp runs ahead of the readers and reuses each item slot many times.
+      {4, true, {300, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, {300, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233}, 0, 0.5f,
+       "causal-mostly-empty-items"},
   };
   Rng rng(4242);
   for (const DenseCase& c : cases) {
@@ -704,10 +708,11 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
       expect_close_f32(ref_lse, impl_lse[i], name + " lse vs host", 1e-4, 0.0);
     }
     // The wgmma kernel's other schedules: one CTA per item (grid), 3 CTAs looping over the items
-    // (the grid's path past INT_MAX items), and the default dynamic schedule on 3 CTAs. The same
-    // per-item computation, so the same bits. The dynamic runs also check that each launch leaves
-    // its item counter at zero for the next (else the next one skips items, poison in out, or traps).
-    const char* loops[][2] = {{nullptr, "grid"}, {"3", "grid"}, {"3", "persistent"}};
+    // (the grid's path past INT_MAX items), and the default dynamic schedule on 3 CTAs and on 1.
+    // The same per-item computation, so the same bits. The dynamic runs also check that each launch
+    // leaves its item counter at zero for the next (else the next one skips items, poison in out,
+    // or traps).
+    const char* loops[][2] = {{nullptr, "grid"}, {"3", "grid"}, {"3", "persistent"}, {"1", "persistent"}};
     for (const auto& loop : loops) {
       SCOPED_TRACE(std::string("MLA_DENSE_MHA_IMPL=wgmma MLA_DENSE_WGMMA_MAX_CTAS=") +
                    (loop[0] ? loop[0] : "(unset)") + " MLA_DENSE_WGMMA_SCHEDULE=" + loop[1]);
