@@ -21,6 +21,7 @@
 #include "lib/buffer_set.h"
 #include "lib/checks/check_context.h"
 #include "lib/forward_pipeline.h"
+#include "lib/forwarding_backend.h"
 #include "lib/rng.h"
 #include "lib/scenario.h"
 #include "lib/sparse_mqa_plan.h"
@@ -166,7 +167,7 @@ Cost dense_cost(const int32_t* cu_q, const int32_t* cu_k, int32_t num_reqs, int3
 // Forwards every call to `inner`; while recording, keeps each kernel launch (params copied, host
 // arrays they point to copied too) with its cost, so that the step can be replayed without the
 // allocations and copies around it.
-class RecordingBackend final : public Backend {
+class RecordingBackend final : public ForwardingBackend {
  public:
   struct Launch {
     const char* op;
@@ -174,19 +175,7 @@ class RecordingBackend final : public Backend {
     Cost cost;
   };
 
-  explicit RecordingBackend(Backend& inner) : inner_(inner) {}
-
-  BackendInfo info() const override { return inner_.info(); }
-  Status allocate(std::size_t bytes, void** ptr) override { return inner_.allocate(bytes, ptr); }
-  void release(void* ptr) override { inner_.release(ptr); }
-  Status copy_to_device(void* dst, const void* src, std::size_t bytes) override {
-    return inner_.copy_to_device(dst, src, bytes);
-  }
-  Status copy_to_host(void* dst, const void* src, std::size_t bytes) override {
-    return inner_.copy_to_host(dst, src, bytes);
-  }
-  Status synchronize() override { return inner_.synchronize(); }
-  bool supports_attention() const override { return inner_.supports_attention(); }
+  explicit RecordingBackend(Backend& inner) : ForwardingBackend(inner) {}
 
   Status pack(const PackParams& p) override {
     return call_and_record("pack", p, {0.0, static_cast<double>(p.num_tokens) * kPackBytesPerToken, FlopKind::kNone},
@@ -216,7 +205,7 @@ class RecordingBackend final : public Backend {
     int64_t unique = 0;
     if (recording_ && p.num_tokens > 0) {
       std::vector<int32_t> idx(static_cast<size_t>(p.num_tokens * p.indices_row_stride));
-      MLA_RETURN_IF_ERROR(inner_.copy_to_host(idx.data(), p.indices, idx.size() * sizeof(int32_t)));
+      MLA_RETURN_IF_ERROR(inner().copy_to_host(idx.data(), p.indices, idx.size() * sizeof(int32_t)));
       std::vector<int32_t> used;
       used.reserve(static_cast<size_t>(p.num_tokens) * p.topk);
       for (int64_t t = 0; t < p.num_tokens; ++t) {
@@ -229,7 +218,7 @@ class RecordingBackend final : public Backend {
                    [](Backend& b, const SparseMqaParams& q) { return b.sparse_mqa(q); });
   }
   Status dense_mha(const DenseMhaParams& p) override {
-    if (!recording_) return inner_.dense_mha(p);
+    if (!recording_) return inner().dense_mha(p);
     MLA_RETURN_IF_ERROR(p.validate());  // the host arrays are read below
     // The host copies of cu_seqlens live in the caller's frame: keep our own.
     auto cu_q = std::make_shared<std::vector<int32_t>>(p.cu_seqlens_q_host, p.cu_seqlens_q_host + p.num_reqs + 1);
@@ -238,7 +227,7 @@ class RecordingBackend final : public Backend {
     copy.cu_seqlens_q_host = cu_q->data();
     copy.cu_seqlens_k_host = cu_k->data();
     const Cost cost = dense_cost(cu_q->data(), cu_k->data(), p.num_reqs, p.num_heads, p.causal);
-    MLA_RETURN_IF_ERROR(inner_.dense_mha(copy));
+    MLA_RETURN_IF_ERROR(inner().dense_mha(copy));
     launches_.push_back({"dense_mha", [copy, cu_q, cu_k](Backend& b) { return b.dense_mha(copy); }, cost});
     return Status();
   }
@@ -253,19 +242,18 @@ class RecordingBackend final : public Backend {
 
   // Every recorded launch, in order, on the real backend.
   Status replay() {
-    for (const Launch& l : launches_) MLA_RETURN_IF_ERROR(l.run(inner_));
+    for (const Launch& l : launches_) MLA_RETURN_IF_ERROR(l.run(inner()));
     return Status();
   }
 
  private:
   template <typename P, typename F>
   Status call_and_record(const char* op, const P& p, const Cost& cost, F call) {
-    MLA_RETURN_IF_ERROR(call(inner_, p));
+    MLA_RETURN_IF_ERROR(call(inner(), p));
     if (recording_) launches_.push_back({op, [p, call](Backend& b) { return call(b, p); }, cost});
     return Status();
   }
 
-  Backend& inner_;
   bool recording_ = true;
   std::vector<Launch> launches_;
 };

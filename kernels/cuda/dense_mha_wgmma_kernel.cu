@@ -374,13 +374,12 @@ __device__ __forceinline__ WorkItem work_item(const DenseArgs& a, int64_t w) {
 }
 
 // A work item as the fetching thread publishes it (kDynamic): the index and its WorkItem, resolved
-// once (request ranges from cu_seqlens, the 64-bit divisions) instead of by every warp. 56 bytes of
-// fields (`unused` among them) and 8 of alignment padding, written zeroed; past the last item only
-// w is meaningful.
+// once (request ranges from cu_seqlens, the 64-bit divisions) instead of by every warp. 52 bytes of
+// fields padded to 64 (alignas), written zeroed; past the last item only w is meaningful.
 struct alignas(16) PublishedItem {
   long long w;  // >= the item count: no more work
   long long rq_begin, rk_begin;
-  int r, h, i0, rows, n_kt, rq_count, rk_count, unused;
+  int r, h, i0, rows, n_kt, rq_count, rk_count;
 };
 static_assert(sizeof(PublishedItem) == kItemBytes, "the slot size");
 
@@ -422,68 +421,69 @@ __device__ __forceinline__ ItemView nth_item(const DenseArgs& a, uint32_t sbase,
     v.w = static_cast<int64_t>(blockIdx.x) + static_cast<int64_t>(n) * gridDim.x;
     if (v.w < items) v.it = work_item<kDebug>(a, v.w);
     return v;
-  }
-  const int s = n & 1;
-  if (!kProducer || cta_warp != 0) {
-    wgmma::mbar_wait(sbase + bar_sched_full(s), (n >> 1) & 1);
-    PublishedItem p;
-    const volatile uint4* src = reinterpret_cast<const volatile uint4*>(item_slot(a, s));
+  } else {
+    const int s = n & 1;
+    if (!kProducer || cta_warp != 0) {
+      wgmma::mbar_wait(sbase + bar_sched_full(s), (n >> 1) & 1);
+      PublishedItem p;
+      const volatile uint4* src = reinterpret_cast<const volatile uint4*>(item_slot(a, s));
 #pragma unroll
-    for (int i = 0; i < kItemBytes / 16; ++i) reinterpret_cast<uint4*>(&p)[i] = wgmma::ld_volatile_global_v4(src + i);
-    __syncwarp();
-    if (lane == 0) wgmma::mbar_arrive(sbase + bar_sched_empty(s));
-    v.w = p.w;
-    v.it.r = p.r;
-    v.it.h = p.h;
-    v.it.i0 = p.i0;
-    v.it.rq = Range{p.rq_begin, p.rq_count};
-    v.it.rk = Range{p.rk_begin, p.rk_count};
-    v.it.rows = p.rows;
-    v.it.n_kt = p.n_kt;
-    return v;
-  }
-  int64_t w = 0;
-  if (lane == 0) {
-    if (n >= 2) wgmma::mbar_wait(sbase + bar_sched_empty(s), ((n >> 1) - 1) & 1);
-    w = static_cast<int64_t>(atomicAdd(a.work_counter, 1ULL));
-    // A clean launch sees at most items + gridDim.x - 1 here and fewer than gridDim.x CTAs
-    // done below. A best-effort guard against counters shared by overlapping launches (which
-    // launch() rules out) or left dirty: it traps where it can tell, but a dirty counter
-    // below `items` goes unnoticed (items skipped).
-    if (w >= items + gridDim.x) __trap();
-    if (w >= items) {
-      __threadfence();
-      const unsigned long long done = atomicAdd(a.work_counter + 1, 1ULL);
-      if (done >= gridDim.x) __trap();
-      if (done == gridDim.x - 1) {
+      for (int i = 0; i < kItemBytes / 16; ++i) reinterpret_cast<uint4*>(&p)[i] = wgmma::ld_volatile_global_v4(src + i);
+      __syncwarp();
+      if (lane == 0) wgmma::mbar_arrive(sbase + bar_sched_empty(s));
+      v.w = p.w;
+      v.it.r = p.r;
+      v.it.h = p.h;
+      v.it.i0 = p.i0;
+      v.it.rq = Range{p.rq_begin, p.rq_count};
+      v.it.rk = Range{p.rk_begin, p.rk_count};
+      v.it.rows = p.rows;
+      v.it.n_kt = p.n_kt;
+      return v;
+    }
+    int64_t w = 0;
+    if (lane == 0) {
+      if (n >= 2) wgmma::mbar_wait(sbase + bar_sched_empty(s), ((n >> 1) - 1) & 1);
+      w = static_cast<int64_t>(atomicAdd(a.work_counter, 1ULL));
+      // A clean launch sees at most items + gridDim.x - 1 here and fewer than gridDim.x CTAs
+      // done below. A best-effort guard against counters shared by overlapping launches (which
+      // launch() rules out) or left dirty: it traps where it can tell, but a dirty counter
+      // below `items` goes unnoticed (items skipped).
+      if (w >= items + gridDim.x) __trap();
+      if (w >= items) {
         __threadfence();
-        a.work_counter[0] = 0;
-        a.work_counter[1] = 0;
+        const unsigned long long done = atomicAdd(a.work_counter + 1, 1ULL);
+        if (done >= gridDim.x) __trap();
+        if (done == gridDim.x - 1) {
+          __threadfence();
+          a.work_counter[0] = 0;
+          a.work_counter[1] = 0;
+        }
       }
     }
-  }
-  v.w = __shfl_sync(0xFFFFFFFFu, w, 0);
-  if (v.w < items) v.it = work_item<kDebug>(a, v.w);
-  if (lane == 0) {
-    PublishedItem p{};
-    p.w = v.w;
-    if (v.w < items) {
-      p.rq_begin = v.it.rq.begin;
-      p.rk_begin = v.it.rk.begin;
-      p.r = v.it.r;
-      p.h = v.it.h;
-      p.i0 = v.it.i0;
-      p.rows = v.it.rows;
-      p.n_kt = v.it.n_kt;
-      p.rq_count = v.it.rq.count;
-      p.rk_count = v.it.rk.count;
-    }
-    volatile uint4* dst = reinterpret_cast<volatile uint4*>(item_slot(a, s));
+    v.w = __shfl_sync(0xFFFFFFFFu, w, 0);
+    if (v.w < items) v.it = work_item<kDebug>(a, v.w);
+    if (lane == 0) {
+      PublishedItem p{};
+      p.w = v.w;
+      if (v.w < items) {
+        p.rq_begin = v.it.rq.begin;
+        p.rk_begin = v.it.rk.begin;
+        p.r = v.it.r;
+        p.h = v.it.h;
+        p.i0 = v.it.i0;
+        p.rows = v.it.rows;
+        p.n_kt = v.it.n_kt;
+        p.rq_count = v.it.rq.count;
+        p.rk_count = v.it.rk.count;
+      }
+      volatile uint4* dst = reinterpret_cast<volatile uint4*>(item_slot(a, s));
 #pragma unroll
-    for (int i = 0; i < kItemBytes / 16; ++i) wgmma::st_volatile_global_v4(dst + i, reinterpret_cast<const uint4*>(&p)[i]);
-    wgmma::mbar_arrive(sbase + bar_sched_full(s));  // release: the slot's stores before it
+      for (int i = 0; i < kItemBytes / 16; ++i) wgmma::st_volatile_global_v4(dst + i, reinterpret_cast<const uint4*>(&p)[i]);
+      wgmma::mbar_arrive(sbase + bar_sched_full(s));  // release: the slot's stores before it
+    }
+    return v;
   }
-  return v;
 }
 
 #endif  // MLA_WGMMA_ENABLED
