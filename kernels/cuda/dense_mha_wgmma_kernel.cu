@@ -373,9 +373,9 @@ __device__ __forceinline__ WorkItem work_item(const DenseArgs& a, int64_t w) {
   return it;
 }
 
-// A work item as the fetching thread publishes it (kDynamic): the index and its WorkItem, resolved
-// once (request ranges from cu_seqlens, the 64-bit divisions) instead of by every warp. 52 bytes of
-// fields padded to 64 (alignas), written zeroed; past the last item only w is meaningful.
+// A work item as the fetching warp publishes it (kDynamic): the index and its WorkItem, resolved
+// once (request ranges from cu_seqlens, the 64-bit divisions) instead of by every warp. Four
+// 16-byte chunks (52 bytes of fields, zero padding); past the last item only w is meaningful.
 struct alignas(16) PublishedItem {
   long long w;  // >= the item count: no more work
   long long rq_begin, rk_begin;
@@ -397,13 +397,13 @@ __device__ __forceinline__ PublishedItem* item_slot(const DenseArgs& a, int s) {
 // w >= the item count). kDynamic false: items c, c + gridDim.x, ... of CTA c, each warp resolving
 // its own WorkItem. kDynamic true: the next unclaimed item, atomicAdd on a.work_counter[0] by
 // lane 0 of the producer's warp 0, which resolves it (its warp's lanes too, for their own use) and
-// publishes it, resolved, in the CTA's slot n & 1 of a.work_slots (global memory: four 16-byte
-// stores); its arrive on sched_full[n & 1] (1 arrival, release) publishes it to the other
-// kSchedReaders warps (acquire), which read it with four 16-byte loads, and whose lane 0 each
-// arrive on sched_empty[n & 1] after reading (after __syncwarp), which frees the slot for item
-// n + 2. The ordering is the mbarriers' release / acquire at CTA scope; the accesses are volatile
-// only to keep the compiler from moving, merging or dropping them. Launches that share the
-// counters and slots must not overlap (launch(): one state per stream).
+// publishes it, resolved, in the CTA's slot n & 1 of a.work_slots (global memory: lanes 0..3 of
+// the warp store one 16-byte chunk each, then __syncwarp and lane 0's arrive on sched_full[n & 1]
+// (1 arrival, release) publish it to the other kSchedReaders warps (acquire), which read it with
+// four 16-byte loads, and whose lane 0 each arrive on sched_empty[n & 1] after reading (after
+// __syncwarp), which frees the slot for item n + 2. The ordering is the mbarriers' release /
+// acquire at CTA scope; the volatile accesses only keep the compiler from moving or merging them.
+// Launches that share the counters and slots must not overlap (launch(): one state per stream).
 //   Why global memory: racecheck does not follow mbarrier synchronization of generic
 // shared-memory accesses and reported a slot in shared memory as a hazard, whether written by the
 // fetching thread or by a bulk copy that completes sched_full (the latter measured ~1 % faster on
@@ -463,7 +463,9 @@ __device__ __forceinline__ ItemView nth_item(const DenseArgs& a, uint32_t sbase,
     }
     v.w = __shfl_sync(0xFFFFFFFFu, w, 0);
     if (v.w < items) v.it = work_item<kDebug>(a, v.w);
-    if (lane == 0) {
+    // Lane c < 4 stores chunk c (every lane of the warp resolved the item; one lane storing all 64
+    // bytes spilled in the producer's 40 registers).
+    if (lane < kItemBytes / 16) {
       PublishedItem p{};
       p.w = v.w;
       if (v.w < items) {
@@ -477,11 +479,12 @@ __device__ __forceinline__ ItemView nth_item(const DenseArgs& a, uint32_t sbase,
         p.rq_count = v.it.rq.count;
         p.rk_count = v.it.rk.count;
       }
-      volatile uint4* dst = reinterpret_cast<volatile uint4*>(item_slot(a, s));
-#pragma unroll
-      for (int i = 0; i < kItemBytes / 16; ++i) wgmma::st_volatile_global_v4(dst + i, reinterpret_cast<const uint4*>(&p)[i]);
-      wgmma::mbar_arrive(sbase + bar_sched_full(s));  // release: the slot's stores before it
+      const uint4* chunks = reinterpret_cast<const uint4*>(&p);
+      const uint4 c = lane == 0 ? chunks[0] : lane == 1 ? chunks[1] : lane == 2 ? chunks[2] : chunks[3];
+      wgmma::st_volatile_global_v4(reinterpret_cast<volatile uint4*>(item_slot(a, s)) + lane, c);
     }
+    __syncwarp();
+    if (lane == 0) wgmma::mbar_arrive(sbase + bar_sched_full(s));  // release: the warp's stores before it
     return v;
   }
 }

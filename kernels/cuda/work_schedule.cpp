@@ -19,7 +19,7 @@ Status work_schedule_for(int device, int capacity, cudaStream_t stream, WorkSche
   WorkSchedule& st = states[{device, stream_id}];
   if (st.counter == nullptr) {
     const std::size_t bytes =
-        2 * sizeof(unsigned long long) + kWorkSlotWords * sizeof(long long) * static_cast<std::size_t>(capacity);
+        kWorkSlotsOffset + kWorkSlotWords * sizeof(long long) * static_cast<std::size_t>(capacity);
     void* p = nullptr;
     cudaError_t err = cudaMalloc(&p, bytes);
     if (err == cudaSuccess) {
@@ -32,7 +32,7 @@ Status work_schedule_for(int device, int capacity, cudaStream_t stream, WorkSche
                            " bytes): " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
     }
     st.counter = static_cast<unsigned long long*>(p);
-    st.slots = reinterpret_cast<long long*>(st.counter + 2);  // 16-byte aligned: cudaMalloc's base + 16 bytes
+    st.slots = reinterpret_cast<long long*>(static_cast<char*>(p) + kWorkSlotsOffset);
     st.capacity = capacity;
   }
   *out = st;

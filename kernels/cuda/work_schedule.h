@@ -1,6 +1,6 @@
 // Device state of a persistent kernel's dynamic schedule: an item counter, a count of CTAs done, and
-// item slots per CTA through which a CTA's fetching thread hands each resolved work item to its
-// other warps (dense_mha_wgmma_kernel.cu's nth_item). Host-only.
+// item slots per CTA through which a CTA's fetching warp hands each resolved work item to its other
+// warps (dense_mha_wgmma_kernel.cu's nth_item). Host-only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,10 +11,15 @@ namespace mla {
 
 // 64-bit words of item slots per CTA: two slots of 64 bytes (the kernel's published work item).
 inline constexpr int kWorkSlotWords = 16;
+// Bytes from the allocation's base (the counters) to the slots: the counters get a sector of their
+// own, and the slots stay 16- (and 128-) byte aligned if counters are added.
+inline constexpr int kWorkSlotsOffset = 128;
+static_assert(kWorkSlotsOffset >= 2 * sizeof(unsigned long long) && kWorkSlotsOffset % 16 == 0,
+              "after the two counters; 16-byte loads and stores of the slots");
 
 struct WorkSchedule {
   unsigned long long* counter = nullptr;  // [2]: next item, CTAs done; zero between launches
-  long long* slots = nullptr;             // [capacity][kWorkSlotWords]: each CTA's two item slots (16-byte aligned)
+  long long* slots = nullptr;             // [capacity][kWorkSlotWords]: each CTA's two item slots (128-byte aligned)
   int capacity = 0;                       // CTAs the slots are for
 };
 
