@@ -148,6 +148,12 @@ else
   # shellcheck disable=SC2086
   stage bench 0 -- "$BIN/mla-bench" --backend cuda "--benchmark_out=$RESULTS/bench.json" \
     --benchmark_out_format=json ${MLA_BENCH_ARGS:-}
+  # The gather's bytes without its work: the bound its figures are read against (docs/performance.md).
+  if have mla-stream-mix; then
+    stage stream-mix 0 -- "$BIN/mla-stream-mix"
+  else
+    record stream-mix FAIL 0 "$BIN/mla-stream-mix was not built"
+  fi
 fi
 
 # --- Peer (PyTorch) -----------------------------------------------------------------------------

@@ -1,0 +1,203 @@
+// mla-stream-mix: how close to the device-to-device copy rate a kernel gets that moves the gather's
+// byte mix (per row: read one 656-byte entry, write 1152 bytes) without the gather's work, in
+// steps towards it: contiguous rows (mix_blocks, the gather's block shape: 32 rows per block of 256
+// threads, 4 rows in flight per warp), grid-stride variants of it, the rows in shuffled pages of 64
+// entries behind a page-table load (mix_blocks_paged, as the gather benchmark's cache), and that
+// with the gather's load instructions (mix_blocks_paged_gl). A bound for mla-bench's gather figures
+// (docs/performance.md), not a benchmark of our kernels. Per size: the L2 flushed by a 512 MiB read
+// pass before each launch, CUDA events, median of 15 after 3 warm-ups; "% copy" is against a 2 GiB
+// cudaMemcpyAsync measured first (read + written bytes, as mla-bench's pct_of_copy_bw).
+// Run: build/bin/mla-stream-mix (CUDA builds; needs about 6.3 GiB of device memory).
+#include <cuda_runtime.h>
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#define CK(x)                                                            \
+  do {                                                                   \
+    const cudaError_t e_ = (x);                                          \
+    if (e_ != cudaSuccess) {                                             \
+      std::fprintf(stderr, "mla-stream-mix: %s: %s\n", #x, cudaGetErrorString(e_)); \
+      return 1;                                                          \
+    }                                                                    \
+  } while (0)
+
+__global__ void flush_read(const uint4* p, size_t n, unsigned* sink) {
+  unsigned acc = 0;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    uint4 v = p[i]; acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x12345679u) *sink = acc;
+}
+
+// One row as a warp moves it: lanes 0..31 load 16-byte chunk `lane` of the 41 (656 bytes) at `e`,
+// lanes 0..8 chunk 32 + lane; every lane stores chunks lane and 32 + lane of the row's 72 (1152
+// bytes), lanes 0..7 chunk 64 + lane.
+__device__ __forceinline__ void load_row(const uint4* e, int lane, uint4& a, uint4& b) {
+  b = make_uint4(0, 0, 0, 0);
+  a = e[lane];
+  if (lane < 9) b = e[32 + lane];
+}
+__device__ __forceinline__ void store_row(uint4* d, int lane, const uint4& a, const uint4& b) {
+  d[lane] = a;
+  d[32 + lane] = make_uint4(a.y, a.z, a.w, a.x ^ b.x);
+  if (lane < 8) d[64 + lane] = b;
+}
+
+// Grid-stride: warp w takes rows [w K, w K + K), then + warps K. Loads of K rows before stores.
+template <int K>
+__global__ void mix_stride(const uint4* __restrict__ src, uint4* __restrict__ dst, int64_t rows) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+  const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+  for (int64_t r0 = warp * K; r0 < rows; r0 += nwarps * K) {
+    uint4 a[K], b[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (r0 + k < rows) load_row(src + (r0 + k) * 41, lane, a[k], b[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (r0 + k < rows) store_row(dst + (r0 + k) * 72, lane, a[k], b[k]);
+    }
+  }
+}
+
+// The gather's block shape without its work: a block of 256 threads per 32 consecutive rows, each
+// warp 4 rows with their loads in flight; one block per 32 rows (not persistent). kPaged: the
+// source rows in pages of 64 entries of 656 bytes (41,984 bytes, 16-aligned), the pages in a
+// shuffled order (page_of[r / 64], one dependent load per row), as the gather benchmark's cache.
+template <bool kPaged>
+__global__ void __launch_bounds__(256, 4) mix_blocks(const uint4* __restrict__ src, const int* __restrict__ page_of,
+                                                     uint4* __restrict__ dst, int64_t rows) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t r0 = blockIdx.x * 32LL + warp * 4;
+  uint4 a[4], b[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int64_t r = r0 + k;
+    if (r >= rows) continue;
+    const int64_t entry = kPaged ? (int64_t)__ldg(page_of + r / 64) * 64 + r % 64 : r;
+    load_row(src + entry * 41, lane, a[k], b[k]);
+  }
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    if (r0 + k < rows) store_row(dst + (r0 + k) * 72, lane, a[k], b[k]);
+  }
+}
+
+// The same with the gather's load shape: per lane two 8-byte loads (512 NoPE bytes per warp), two
+// 4-byte scale loads and one 4-byte RoPE load per row (5 load instructions instead of 2).
+__global__ void __launch_bounds__(256, 4) mix_blocks_paged_gl(const uint8_t* __restrict__ src, const int* __restrict__ page_of,
+                                                              uint4* __restrict__ dst, int64_t rows) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t r0 = blockIdx.x * 32LL + warp * 4;
+  uint2 q[4][2];
+  uint32_t sc[4][2], rope[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int64_t r = r0 + k;
+    if (r < rows) {
+      const uint8_t* e = src + (int64_t)__ldg(page_of + r / 64) * 41984 + (r % 64) * 656;
+      q[k][0] = *reinterpret_cast<const uint2*>(e + 8 * lane);
+      q[k][1] = *reinterpret_cast<const uint2*>(e + 256 + 8 * lane);
+      sc[k][0] = *reinterpret_cast<const uint32_t*>(e + 512 + 4 * (lane / 16));
+      sc[k][1] = *reinterpret_cast<const uint32_t*>(e + 512 + 4 * (lane / 16 + 2));
+      rope[k] = *reinterpret_cast<const uint32_t*>(e + 528 + 4 * lane);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int64_t r = r0 + k;
+    if (r < rows) {
+      uint4* d = dst + r * 72;
+      d[lane] = make_uint4(q[k][0].x, q[k][0].y, sc[k][0], q[k][0].x);
+      d[32 + lane] = make_uint4(q[k][1].x, q[k][1].y, sc[k][1], q[k][1].y);
+      reinterpret_cast<uint32_t*>(d + 64)[lane] = rope[k];
+    }
+  }
+}
+
+int main() {
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("mla-stream-mix on %s (%d SMs)\n", prop.name, sms);
+  const size_t flush_bytes = size_t{512} << 20;
+  const int64_t max_rows = 1 << 20;
+  void *fl, *src, *dst, *big_a, *big_b;
+  unsigned* sink;
+  CK(cudaMalloc(&fl, flush_bytes));
+  CK(cudaMalloc(&sink, 4));
+  CK(cudaMalloc(&src, max_rows * 656));
+  CK(cudaMalloc(&dst, max_rows * 1152));
+  CK(cudaMemset(fl, 1, flush_bytes));
+  CK(cudaMemset(src, 0x5A, max_rows * 656));
+  CK(cudaMemset(dst, 0, max_rows * 1152));
+  // Shuffled pages (a fixed LCG permutation of the 16,384 pages of 64 rows).
+  int* page_of;
+  const int pages = (int)(max_rows / 64);
+  {
+    std::vector<int> perm(pages);
+    for (int i = 0; i < pages; ++i) perm[i] = i;
+    uint64_t x = 20240901;
+    for (int i = pages - 1; i > 0; --i) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      std::swap(perm[i], perm[(int)((x >> 33) % (uint64_t)(i + 1))]);
+    }
+    CK(cudaMalloc(&page_of, pages * sizeof(int)));
+    CK(cudaMemcpy(page_of, perm.data(), pages * sizeof(int), cudaMemcpyHostToDevice));
+  }
+  const size_t big = size_t{2} << 30;
+  CK(cudaMalloc(&big_a, big));
+  CK(cudaMalloc(&big_b, big));
+  CK(cudaMemset(big_a, 0x5A, big));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  auto flush = [&] { flush_read<<<sms * 4, 512>>>((const uint4*)fl, flush_bytes / 16, sink); };
+  auto timeit = [&](auto&& op, bool do_flush) {
+    std::vector<float> t;
+    for (int i = 0; i < 18; ++i) {
+      if (do_flush) flush();
+      cudaEventRecord(e0);
+      op();
+      cudaEventRecord(e1);
+      cudaEventSynchronize(e1);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, e0, e1);
+      if (i >= 3) t.push_back(ms * 1e3f);
+    }
+    std::sort(t.begin(), t.end());
+    return (double)t[t.size() / 2];
+  };
+  const double tbig = timeit([&] { cudaMemcpyAsync(big_b, big_a, big, cudaMemcpyDeviceToDevice); }, false);
+  const double copy_rate = 2.0 * big / (tbig * 1e-6);
+  printf("copy 2 GiB: %.1f us, %.3f TB/s (read + written)\n", tbig, copy_rate / 1e12);
+  CK(cudaFree(big_a));
+  CK(cudaFree(big_b));
+  printf("%-28s %8s %8s %8s\n", "kernel/rows", "us", "TB/s", "%copy");
+  for (int64_t rows : {16384LL, 65536LL, 262144LL, 1048576LL}) {
+    const double bytes = 1808.0 * rows;
+    auto report = [&](const char* name, double us) {
+      printf("%-20s/%-7lld %8.2f %8.3f %8.1f\n", name, (long long)rows, us, bytes / (us * 1e-6) / 1e12,
+             100.0 * bytes / (us * 1e-6) / copy_rate);
+    };
+    if (rows <= 262144) report("sized_copy", timeit([&] { cudaMemcpyAsync(dst, src, (size_t)(bytes / 2), cudaMemcpyDeviceToDevice); }, true));
+    report("mix_blocks_paged", timeit([&] { mix_blocks<true><<<(unsigned)((rows + 31) / 32), 256>>>((const uint4*)src, page_of, (uint4*)dst, rows); }, true));
+    report("mix_blocks_paged_gl", timeit([&] { mix_blocks_paged_gl<<<(unsigned)((rows + 31) / 32), 256>>>((const uint8_t*)src, page_of, (uint4*)dst, rows); }, true));
+    report("mix_blocks", timeit([&] { mix_blocks<false><<<(unsigned)((rows + 31) / 32), 256>>>((const uint4*)src, page_of, (uint4*)dst, rows); }, true));
+    for (int bps : {8}) {
+      char name[32];
+      snprintf(name, sizeof name, "mix_stride2_b%d", bps);
+      report(name, timeit([&] { mix_stride<2><<<sms * bps, 256>>>((const uint4*)src, (uint4*)dst, rows); }, true));
+      snprintf(name, sizeof name, "mix_stride4_b%d", bps);
+      report(name, timeit([&] { mix_stride<4><<<sms * bps, 256>>>((const uint4*)src, (uint4*)dst, rows); }, true));
+    }
+  }
+  CK(cudaGetLastError());
+  for (void* p : {fl, src, dst, static_cast<void*>(sink), static_cast<void*>(page_of)}) CK(cudaFree(p));
+  return 0;
+}
