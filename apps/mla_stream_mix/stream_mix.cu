@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #define CK(x)                                                            \
@@ -22,6 +23,13 @@
       return 1;                                                          \
     }                                                                    \
   } while (0)
+
+// Exits with the failing call named (a measurement after a failed launch would print garbage).
+static void require(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  std::fprintf(stderr, "mla-stream-mix: %s: %s\n", what, cudaGetErrorString(e));
+  std::exit(1);
+}
 
 __global__ void flush_read(const uint4* p, size_t n, unsigned* sink) {
   unsigned acc = 0;
@@ -158,22 +166,26 @@ int main() {
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   auto flush = [&] { flush_read<<<sms * 4, 512>>>((const uint4*)fl, flush_bytes / 16, sink); };
+  // `op` enqueues the work and returns its launch / call status; every step is checked.
   auto timeit = [&](auto&& op, bool do_flush) {
     std::vector<float> t;
     for (int i = 0; i < 18; ++i) {
-      if (do_flush) flush();
-      cudaEventRecord(e0);
-      op();
-      cudaEventRecord(e1);
-      cudaEventSynchronize(e1);
+      if (do_flush) {
+        flush();
+        require(cudaGetLastError(), "L2 flush launch");
+      }
+      require(cudaEventRecord(e0), "cudaEventRecord");
+      require(op(), "timed operation");
+      require(cudaEventRecord(e1), "cudaEventRecord");
+      require(cudaEventSynchronize(e1), "the timed operation (asynchronous error)");
       float ms = 0;
-      cudaEventElapsedTime(&ms, e0, e1);
+      require(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
       if (i >= 3) t.push_back(ms * 1e3f);
     }
     std::sort(t.begin(), t.end());
     return (double)t[t.size() / 2];
   };
-  const double tbig = timeit([&] { cudaMemcpyAsync(big_b, big_a, big, cudaMemcpyDeviceToDevice); }, false);
+  const double tbig = timeit([&] { return cudaMemcpyAsync(big_b, big_a, big, cudaMemcpyDeviceToDevice); }, false);
   const double copy_rate = 2.0 * big / (tbig * 1e-6);
   printf("copy 2 GiB: %.1f us, %.3f TB/s (read + written)\n", tbig, copy_rate / 1e12);
   CK(cudaFree(big_a));
@@ -185,19 +197,24 @@ int main() {
       printf("%-20s/%-7lld %8.2f %8.3f %8.1f\n", name, (long long)rows, us, bytes / (us * 1e-6) / 1e12,
              100.0 * bytes / (us * 1e-6) / copy_rate);
     };
-    if (rows <= 262144) report("sized_copy", timeit([&] { cudaMemcpyAsync(dst, src, (size_t)(bytes / 2), cudaMemcpyDeviceToDevice); }, true));
-    report("mix_blocks_paged", timeit([&] { mix_blocks<true><<<(unsigned)((rows + 31) / 32), 256>>>((const uint4*)src, page_of, (uint4*)dst, rows); }, true));
-    report("mix_blocks_paged_gl", timeit([&] { mix_blocks_paged_gl<<<(unsigned)((rows + 31) / 32), 256>>>((const uint8_t*)src, page_of, (uint4*)dst, rows); }, true));
-    report("mix_blocks", timeit([&] { mix_blocks<false><<<(unsigned)((rows + 31) / 32), 256>>>((const uint4*)src, page_of, (uint4*)dst, rows); }, true));
+    // A copy whose read + written bytes are the rows' 1808 each, while it fits in src.
+    if (bytes / 2 <= static_cast<double>(max_rows) * 656) {
+      report("sized_copy", timeit([&] { return cudaMemcpyAsync(dst, src, (size_t)(bytes / 2), cudaMemcpyDeviceToDevice); }, true));
+    }
+    report("mix_blocks_paged", timeit([&] { mix_blocks<true><<<(unsigned)((rows + 31) / 32), 256>>>((const uint4*)src, page_of, (uint4*)dst, rows); return cudaGetLastError(); }, true));
+    report("mix_blocks_paged_gl", timeit([&] { mix_blocks_paged_gl<<<(unsigned)((rows + 31) / 32), 256>>>((const uint8_t*)src, page_of, (uint4*)dst, rows); return cudaGetLastError(); }, true));
+    report("mix_blocks", timeit([&] { mix_blocks<false><<<(unsigned)((rows + 31) / 32), 256>>>((const uint4*)src, page_of, (uint4*)dst, rows); return cudaGetLastError(); }, true));
     for (int bps : {8}) {
       char name[32];
       snprintf(name, sizeof name, "mix_stride2_b%d", bps);
-      report(name, timeit([&] { mix_stride<2><<<sms * bps, 256>>>((const uint4*)src, (uint4*)dst, rows); }, true));
+      report(name, timeit([&] { mix_stride<2><<<sms * bps, 256>>>((const uint4*)src, (uint4*)dst, rows); return cudaGetLastError(); }, true));
       snprintf(name, sizeof name, "mix_stride4_b%d", bps);
-      report(name, timeit([&] { mix_stride<4><<<sms * bps, 256>>>((const uint4*)src, (uint4*)dst, rows); }, true));
+      report(name, timeit([&] { mix_stride<4><<<sms * bps, 256>>>((const uint4*)src, (uint4*)dst, rows); return cudaGetLastError(); }, true));
     }
   }
   CK(cudaGetLastError());
   for (void* p : {fl, src, dst, static_cast<void*>(sink), static_cast<void*>(page_of)}) CK(cudaFree(p));
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
   return 0;
 }

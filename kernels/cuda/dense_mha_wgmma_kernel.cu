@@ -397,8 +397,9 @@ __device__ __forceinline__ PublishedItem* item_slot(const DenseArgs& a, int s) {
 // w >= the item count). kDynamic false: items c, c + gridDim.x, ... of CTA c, each warp resolving
 // its own WorkItem. kDynamic true: the next unclaimed item, atomicAdd on a.work_counter[0] by
 // lane 0 of the producer's warp 0, which resolves it (its warp's lanes too, for their own use) and
-// publishes it, resolved, in the CTA's slot n & 1 of a.work_slots (global memory: lanes 0..3 of
-// the warp store one 16-byte chunk each, then __syncwarp and lane 0's arrive on sched_full[n & 1]
+// publishes it, resolved, in the CTA's slot n & 1 of a.work_slots (global memory: after lane 0's
+// wait on sched_empty[n & 1] and a __syncwarp, lanes 0..3 of the warp store one 16-byte chunk
+// each, then __syncwarp and lane 0's arrive on sched_full[n & 1]
 // (1 arrival, release) publish it to the other kSchedReaders warps (acquire), which read it with
 // four 16-byte loads, and whose lane 0 each arrive on sched_empty[n & 1] after reading (after
 // __syncwarp), which frees the slot for item n + 2. The ordering is the mbarriers' release /
@@ -464,7 +465,10 @@ __device__ __forceinline__ ItemView nth_item(const DenseArgs& a, uint32_t sbase,
     v.w = __shfl_sync(0xFFFFFFFFu, w, 0);
     if (v.w < items) v.it = work_item<kDebug>(a, v.w);
     // Lane c < 4 stores chunk c (every lane of the warp resolved the item; one lane storing all 64
-    // bytes spilled in the producer's 40 registers).
+    // bytes spilled in the producer's 40 registers). Ordering: lanes 1..3's stores must follow
+    // lane 0's acquire of sched_empty (the readers' loads of item n - 2 from this slot) and precede
+    // its release on sched_full: __syncwarp before and after (a shuffle orders no memory).
+    __syncwarp();
     if (lane < kItemBytes / 16) {
       PublishedItem p{};
       p.w = v.w;
@@ -484,7 +488,7 @@ __device__ __forceinline__ ItemView nth_item(const DenseArgs& a, uint32_t sbase,
       wgmma::st_volatile_global_v4(reinterpret_cast<volatile uint4*>(item_slot(a, s)) + lane, c);
     }
     __syncwarp();
-    if (lane == 0) wgmma::mbar_arrive(sbase + bar_sched_full(s));  // release: the warp's stores before it
+    if (lane == 0) wgmma::mbar_arrive(sbase + bar_sched_full(s));  // release: the warp's stores (ordered by __syncwarp)
     return v;
   }
 }
