@@ -3,8 +3,10 @@
 // steps towards it: contiguous rows (mix_blocks, the gather's block shape: 32 rows per block of 256
 // threads, 4 rows in flight per warp), grid-stride variants of it, the rows in shuffled pages of 64
 // entries behind a page-table load (mix_blocks_paged, as the gather benchmark's cache), and that
-// with the gather's load instructions (mix_blocks_paged_gl). A bound for mla-bench's gather figures
-// (docs/performance.md), not a benchmark of our kernels. Per size: the L2 flushed by a 512 MiB read
+// with the gather's load instructions (mix_blocks_paged_gl). The same for the pack's byte mix (per
+// token: read a 1152-byte kv row and an 8-byte slot, write one 656-byte entry; pack_mix, and
+// pack_mix_paged with the slots in shuffled pages). Bounds for mla-bench's gather and pack figures
+// (docs/performance.md), not benchmarks of our kernels. Per size: the L2 flushed by a 512 MiB read
 // pass before each launch, CUDA events, median of 15 after 3 warm-ups; "% copy" is against a 2 GiB
 // cudaMemcpyAsync measured first (read + written bytes, as mla-bench's pct_of_copy_bw).
 // Run: build/bin/mla-stream-mix (CUDA builds; needs about 6.3 GiB of device memory).
@@ -127,6 +129,39 @@ __global__ void __launch_bounds__(256, 4) mix_blocks_paged_gl(const uint8_t* __r
   }
 }
 
+// The pack's byte mix without its work, in the pack's shape (a warp per token, two tokens' loads in
+// flight, 16 tokens per block of 256 threads): per token, lane l loads 32 bytes of the 1152-byte kv
+// row (the 1024 NoPE bytes), lanes 0..7 16 bytes more (the 128 RoPE bytes), every lane the 8-byte
+// slot; lane l stores 16 bytes of the entry at the slot (its 512 FP8 bytes), lanes 0..3 4 bytes
+// (the scales), lanes 0..7 16 bytes (the RoPE part): 656.
+__global__ void __launch_bounds__(256) pack_mix(const uint4* __restrict__ kv, const int64_t* __restrict__ slots,
+                                                uint8_t* __restrict__ cache, int64_t tokens) {
+  const int lane = threadIdx.x & 31;
+  const int64_t t0 = (blockIdx.x * 8LL + (threadIdx.x >> 5)) * 2;
+  uint4 x0[2], x1[2], rope[2];
+  int64_t slot[2];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const int64_t t = t0 + k;
+    slot[k] = -1;
+    if (t >= tokens) continue;
+    slot[k] = __ldg(slots + t);
+    x0[k] = kv[t * 72 + 2 * lane];
+    x1[k] = kv[t * 72 + 2 * lane + 1];
+    rope[k] = make_uint4(0, 0, 0, 0);
+    if (lane < 8) rope[k] = kv[t * 72 + 64 + lane];
+  }
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    if (slot[k] < 0) continue;
+    uint8_t* e = cache + slot[k] * 656;
+    *reinterpret_cast<uint4*>(e + 16 * lane) =
+        make_uint4(x0[k].x ^ x1[k].x, x0[k].y ^ x1[k].y, x0[k].z ^ x1[k].z, x0[k].w ^ x1[k].w);
+    if (lane < 4) reinterpret_cast<uint32_t*>(e + 512)[lane] = x0[k].x;
+    if (lane < 8) *reinterpret_cast<uint4*>(e + 528 + 16 * lane) = rope[k];
+  }
+}
+
 int main() {
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -146,6 +181,7 @@ int main() {
   CK(cudaMemset(dst, 0, max_rows * 1152));
   // Shuffled pages (a fixed LCG permutation of the 16,384 pages of 64 rows).
   int* page_of;
+  int64_t *slots_flat, *slots_paged;
   const int pages = (int)(max_rows / 64);
   {
     std::vector<int> perm(pages);
@@ -157,6 +193,14 @@ int main() {
     }
     CK(cudaMalloc(&page_of, pages * sizeof(int)));
     CK(cudaMemcpy(page_of, perm.data(), pages * sizeof(int), cudaMemcpyHostToDevice));
+    // The pack's slots: token t to entry t (contiguous) or to entry t % 64 of page perm[t / 64].
+    std::vector<int64_t> s(static_cast<size_t>(max_rows));
+    for (int64_t t = 0; t < max_rows; ++t) s[t] = t;
+    CK(cudaMalloc(&slots_flat, max_rows * sizeof(int64_t)));
+    CK(cudaMemcpy(slots_flat, s.data(), max_rows * sizeof(int64_t), cudaMemcpyHostToDevice));
+    for (int64_t t = 0; t < max_rows; ++t) s[t] = static_cast<int64_t>(perm[t / 64]) * 64 + t % 64;
+    CK(cudaMalloc(&slots_paged, max_rows * sizeof(int64_t)));
+    CK(cudaMemcpy(slots_paged, s.data(), max_rows * sizeof(int64_t), cudaMemcpyHostToDevice));
   }
   const size_t big = size_t{2} << 30;
   CK(cudaMalloc(&big_a, big));
@@ -211,9 +255,21 @@ int main() {
       snprintf(name, sizeof name, "mix_stride4_b%d", bps);
       report(name, timeit([&] { mix_stride<4><<<sms * bps, 256>>>((const uint4*)src, (uint4*)dst, rows); return cudaGetLastError(); }, true));
     }
+    // The pack's mix: 1816 bytes per token (the kv rows in dst, the entries written into src).
+    auto report_pack = [&](const char* name, double us) {
+      const double pack_bytes = 1816.0 * rows;
+      printf("%-20s/%-7lld %8.2f %8.3f %8.1f\n", name, (long long)rows, us, pack_bytes / (us * 1e-6) / 1e12,
+             100.0 * pack_bytes / (us * 1e-6) / copy_rate);
+    };
+    const unsigned pack_blocks = (unsigned)((rows + 15) / 16);
+    report_pack("pack_mix", timeit([&] { pack_mix<<<pack_blocks, 256>>>((const uint4*)dst, slots_flat, (uint8_t*)src, rows); return cudaGetLastError(); }, true));
+    report_pack("pack_mix_paged", timeit([&] { pack_mix<<<pack_blocks, 256>>>((const uint4*)dst, slots_paged, (uint8_t*)src, rows); return cudaGetLastError(); }, true));
   }
   CK(cudaGetLastError());
-  for (void* p : {fl, src, dst, static_cast<void*>(sink), static_cast<void*>(page_of)}) CK(cudaFree(p));
+  for (void* p : {fl, src, dst, static_cast<void*>(sink), static_cast<void*>(page_of), static_cast<void*>(slots_flat),
+                  static_cast<void*>(slots_paged)}) {
+    CK(cudaFree(p));
+  }
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
   return 0;
