@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/batch.h"
+#include "lib/json_keys.h"
 #include "lib/rng.h"
 
 namespace mla {
@@ -137,18 +138,7 @@ struct Failure {
 
 [[noreturn]] void fail(const std::string& path, const std::string& problem) { throw Failure{path, problem}; }
 
-// RFC 6901 reference token: '~' -> "~0", '/' -> "~1".
-std::string escape_token(const std::string& key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
-  }
-  return out;
-}
-
-std::string at(const std::string& path, const std::string& key) { return path + "/" + escape_token(key); }
+std::string at(const std::string& path, const std::string& key) { return path + "/" + json_pointer_token(key); }
 std::string at(const std::string& path, size_t index) { return path + "/" + std::to_string(index); }
 
 // A short rendering of a value for messages.
@@ -565,54 +555,6 @@ Scenario read_scenario(const json& root, std::optional<uint64_t> seed_override) 
   return s;
 }
 
-// Finds a key present twice in one object (nlohmann keeps the last silently). Fed by the
-// parser callback; `path` is the JSON pointer of the first duplicate.
-class DuplicateKeyFinder {
- public:
-  bool on_event(int /*depth*/, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start: push(true); break;
-      case json::parse_event_t::array_start: push(false); break;
-      case json::parse_event_t::key: {
-        Frame& f = stack_.back();
-        f.key = parsed.get<std::string>();
-        if (!f.keys.insert(f.key).second && !found_) found_ = at(f.path, f.key);
-        break;
-      }
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end:
-        stack_.pop_back();
-        element_done();
-        break;
-      case json::parse_event_t::value: element_done(); break;
-    }
-    return true;
-  }
-  const std::optional<std::string>& found() const { return found_; }
-
- private:
-  struct Frame {
-    bool is_object;
-    std::string path;
-    std::set<std::string> keys;
-    std::string key;    // objects: the key whose value is being parsed
-    size_t index = 0;   // arrays: the element being parsed
-  };
-  void push(bool is_object) {
-    std::string path;
-    if (!stack_.empty()) {
-      const Frame& parent = stack_.back();
-      path = parent.is_object ? at(parent.path, parent.key) : at(parent.path, parent.index);
-    }
-    stack_.push_back(Frame{is_object, path, {}, {}, 0});
-  }
-  void element_done() {
-    if (!stack_.empty() && !stack_.back().is_object) ++stack_.back().index;
-  }
-  std::vector<Frame> stack_;
-  std::optional<std::string> found_;
-};
-
 // --- Rules between fields -----------------------------------------------------------------------
 
 void check_batch(const BatchSpec& b, bool generated) {
@@ -629,6 +571,74 @@ void check_batch(const BatchSpec& b, bool generated) {
     if (b.query_lens[r] > b.seq_lens[r])
       fail(at("/batch/query_lens", r), "query_len " + std::to_string(b.query_lens[r]) + " > seq_len " +
                                            std::to_string(b.seq_lens[r]) + " of request " + std::to_string(r) + where);
+  }
+}
+
+// Each of a scenario's main buffers (the cache, the block table, a gather's output, the top-k
+// indices, the attention queries) is refused past kMaxBufferBytes, before anything is allocated,
+// instead of failing (or swapping) on the allocation. Sizes are computed in long double: the
+// products of file values can pass int64.
+constexpr long double kMaxBufferBytes = static_cast<long double>(int64_t{8} << 30);
+// Chunked context: at most this many chunks per case (each is a gather call).
+constexpr int64_t kMaxContextChunks = int64_t{1} << 20;
+
+void check_size(const std::string& path, const std::string& what, long double bytes) {
+  if (bytes <= kMaxBufferBytes) return;
+  std::ostringstream gib;
+  gib.precision(3);
+  gib << bytes / static_cast<long double>(int64_t{1} << 30);
+  fail(path, what + " would take " + gib.str() + " GiB; a scenario's buffers are limited to 8 GiB each");
+}
+
+void check_sizes(const Scenario& s, int64_t pool) {
+  const int32_t B = s.model.block_size;
+  int64_t widest = 0, tokens = 0;
+  for (size_t r = 0; r < s.batch.seq_lens.size(); ++r) {
+    widest = std::max<int64_t>(widest, (int64_t{s.batch.seq_lens[r]} + B - 1) / B);
+    tokens += s.batch.query_lens[r];
+  }
+  const int64_t width = widest + s.block_table.extra_columns;
+  // Top-k indices are int32 (SPEC 3) and address tokens up to the table's width * B, and the
+  // past_table invalid values up to 4 blocks beyond it.
+  if (static_cast<long double>(width + 4) * B > INT32_MAX)
+    fail("/block_table/extra_columns", "the block table's " + std::to_string(width) + " columns (+ 4) of " +
+                                           std::to_string(B) + " tokens reach past INT32_MAX tokens (indices are int32)");
+  const long double page_bytes = static_cast<long double>(B) * 656 + s.cache.page_padding_bytes;
+  check_size(s.cache.num_blocks > 0 ? "/cache/num_blocks" : "/cache",
+             "the cache (" + std::to_string(pool) + " pages of " + std::to_string(static_cast<int64_t>(page_bytes)) +
+                 " bytes)",
+             pool * page_bytes);
+  check_size("/block_table", "the block table (" + std::to_string(s.batch.seq_lens.size()) + " rows of " +
+                                 std::to_string(width + s.block_table.stride_padding) + " int32)",
+             static_cast<long double>(s.batch.seq_lens.size()) * (width + s.block_table.stride_padding) * 4);
+  for (size_t i = 0; i < s.gathers.size(); ++i) {
+    const GatherCase& g = s.gathers[i];
+    if (g.chunked_context_rows) {
+      int64_t chunks = 0;
+      for (size_t r = 0; r < s.batch.seq_lens.size(); ++r) {
+        const int64_t context = int64_t{s.batch.seq_lens[r]} - s.batch.query_lens[r];
+        chunks += (context + *g.chunked_context_rows - 1) / *g.chunked_context_rows;
+      }
+      if (chunks > kMaxContextChunks)
+        fail(at(at(at("/gather", i), "chunked_context"), "chunk_rows"),
+             std::to_string(*g.chunked_context_rows) + " rows per chunk make " + std::to_string(chunks) +
+                 " chunks; at most " + std::to_string(kMaxContextChunks));
+      continue;
+    }
+    check_size(at(at("/gather", i), "num_rows"), std::to_string(g.num_rows) + " gathered rows of 576 bf16",
+               static_cast<long double>(g.num_rows) * 576 * 2);
+  }
+  // Top-k indices: the request's, the converted ones and the reference's, per new token.
+  check_size("/model/topk", "top-k indices for " + std::to_string(tokens) + " tokens x " + std::to_string(s.model.topk),
+             static_cast<long double>(tokens) * s.model.topk * 4 * 3);
+  const bool attention = std::any_of(s.checks.begin(), s.checks.end(), is_attention_check);
+  if (attention) {  // the queries (576 per head) and the sparse route's scores, in double for the reference
+    check_size("/model/heads", "queries for " + std::to_string(tokens) + " tokens x " + std::to_string(s.model.heads) +
+                                   " heads",
+               static_cast<long double>(tokens) * s.model.heads * 576 * 8);
+    check_size("/model/topk", "attention scores for " + std::to_string(tokens) + " tokens x " +
+                                  std::to_string(s.model.heads) + " heads x " + std::to_string(s.model.topk) + " keys",
+               static_cast<long double>(tokens) * s.model.heads * s.model.topk * 8);
   }
 }
 
@@ -705,10 +715,31 @@ void check_scenario(const Scenario& s) {
     if (c.dcp_world_size > 1 && B % c.dcp_interleave != 0)
       fail(at(at(path, "dcp"), "interleave"), "block_size " + std::to_string(B) + " is not a multiple of interleave " +
                                                   std::to_string(c.dcp_interleave) + " (required with DCP)");
+    // negative_block draws a logical block past the request's pages inside the table width: every
+    // request must be narrower than the table (else the draw had nothing to pick).
+    if (c.invalid.negative_block > 0.0 && s.block_table.extra_columns < 1)
+      fail(at(at(path, "invalid"), "negative_block"),
+           "needs block-table columns past every request's pages: set /block_table/extra_columns >= 1");
   }
+  check_sizes(s, pool);
 }
 
+// Scenario files are small JSON documents; a larger file is refused before it is read.
+constexpr std::uintmax_t kMaxScenarioFileBytes = std::uintmax_t{16} << 20;
+
 std::string read_file_or_fail(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!ec && fs::is_directory(st)) fail("", "is a directory, not a scenario file");
+  // FIFOs, devices and sockets could block or never end: only regular files are read.
+  if (!ec && fs::exists(st) && !fs::is_regular_file(st)) fail("", "is not a regular file");
+  if (!ec && fs::is_regular_file(st)) {
+    const std::uintmax_t size = fs::file_size(path, ec);
+    if (!ec && size > kMaxScenarioFileBytes)
+      fail("", "is " + std::to_string(size) + " bytes; scenario files are at most " +
+                   std::to_string(kMaxScenarioFileBytes) + " bytes");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("", std::string("cannot open the file: ") + std::strerror(errno));
   std::ostringstream ss;
@@ -731,12 +762,14 @@ std::optional<ScenarioError> validate_scenario(const Scenario& s) {
 std::variant<Scenario, ScenarioError> load_scenario(const std::string& path, std::optional<uint64_t> seed_override) {
   try {
     const std::string text = read_file_or_fail(path);
-    DuplicateKeyFinder duplicates;
+    JsonKeyAudit duplicates;  // duplicated keys, and nesting past 64 levels (no scenario needs it)
     json root;
     try {
       root = json::parse(text, [&](int depth, json::parse_event_t e, json& parsed) {
         return duplicates.on_event(depth, e, parsed);
       });
+    } catch (const JsonTooDeep& e) {
+      fail(e.path, "nesting deeper than " + std::to_string(e.max_depth) + " levels (not a scenario)");
     } catch (const json::parse_error& e) {
       // e.what() carries "parse error at line L, column C: ..."; add the byte offset too.
       std::string what = e.what();
@@ -744,6 +777,12 @@ std::variant<Scenario, ScenarioError> load_scenario(const std::string& path, std
       const size_t cut = what.find(tag);
       if (cut != std::string::npos && what.rfind("[json.exception", 0) == 0) what = what.substr(cut + tag.size());
       fail("", "malformed JSON (byte " + std::to_string(e.byte) + "): " + what);
+    } catch (const json::exception& e) {
+      // Raised while parsing too, e.g. out_of_range.406 for a number past double's range.
+      std::string what = e.what();
+      const size_t cut = what.find("] ");
+      if (cut != std::string::npos && what.rfind("[json.exception", 0) == 0) what = what.substr(cut + 2);
+      fail("", "malformed JSON: " + what);
     }
     if (duplicates.found()) fail(*duplicates.found(), "key given twice in one object");
     Scenario s = read_scenario(root, seed_override);

@@ -6,9 +6,13 @@
 // Flags: every --benchmark_* flag of Google Benchmark (consumed first by benchmark::Initialize),
 // then ours (CLI11). Exit codes: 0 ok, 2 bad usage or bad input, 3 a runtime or device error.
 #include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +59,35 @@ bool benchmark_flag_given(int argc, char** argv, const std::string& name) {
   std::string env;
   for (char c : name) env += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return std::getenv(env.c_str()) != nullptr;
+}
+
+// Google Benchmark aborts on --benchmark_repetitions below 1 and loops forever on a NaN
+// --benchmark_min_time: both are refused here, before benchmark::Initialize sees them. Returns the
+// problem, or "" when the flags (if given) are usable.
+std::string bad_benchmark_flag(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto value_of = [&](const std::string& flag) -> std::optional<std::string> {
+      if (a.rfind(flag + "=", 0) == 0) return a.substr(flag.size() + 1);
+      return std::nullopt;
+    };
+    if (auto v = value_of("--benchmark_repetitions")) {
+      char* end = nullptr;
+      errno = 0;
+      const long n = std::strtol(v->c_str(), &end, 10);
+      if (v->empty() || *end != '\0' || errno != 0 || n < 1 || n > 1000000)
+        return "--benchmark_repetitions: '" + *v + "' is not an integer in [1, 1000000]";
+    }
+    if (auto v = value_of("--benchmark_min_time")) {
+      // "T" or "Ts" (seconds) or "Nx" (iterations, Google Benchmark 1.8).
+      char* end = nullptr;
+      const double t = std::strtod(v->c_str(), &end);
+      const std::string rest = end;
+      if (v->empty() || end == v->c_str() || !std::isfinite(t) || t <= 0.0 || !(rest.empty() || rest == "s" || rest == "x"))
+        return "--benchmark_min_time: '" + *v + "' is not a positive, finite time (T or Ts) or iteration count (Nx)";
+    }
+  }
+  return "";
 }
 
 bool help_requested(int argc, char** argv) {
@@ -136,7 +169,7 @@ std::string min_time_flag(double seconds) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   const char* description =
       "mla-bench: throughput of the sparse-MLA cache-path kernels (pack, gather, convert) and of\n"
       "attention (sparse MQA, dense MHA, the forward step), device-timed with cold L2, against the\n"
@@ -149,6 +182,10 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
 
+  if (const std::string bad = bad_benchmark_flag(argc, argv); !bad.empty()) {
+    std::fprintf(stderr, "mla-bench: %s\n", bad.c_str());
+    return kExitUsage;
+  }
   // The sweep sets the defaults of --benchmark_repetitions, --benchmark_report_aggregates_only
   // and --benchmark_min_time. They are passed as flags ahead of the user's (the last occurrence
   // wins; one set in a BENCHMARK_* variable is left alone), so that Google Benchmark's own flags
@@ -308,4 +345,13 @@ int main(int argc, char** argv) {
     return kExitRuntime;
   }
   return kExitOk;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // never an abort: a message and the runtime-error code
+    std::fprintf(stderr, "mla-bench: internal error: %s\n", e.what());
+    return kExitRuntime;
+  }
 }

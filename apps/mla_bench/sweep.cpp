@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -10,6 +11,8 @@
 #include <tuple>
 
 #include <nlohmann/json.hpp>
+
+#include "lib/json_keys.h"
 
 namespace mla::bench {
 namespace {
@@ -44,6 +47,10 @@ Status read_int(const json& obj, const char* key, T lo, T hi, const std::string&
   const json& v = obj.at(key);
   const std::string where = path + "/" + key;
   if (!v.is_number_integer()) return err(source, where, "expected an integer");
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    return err(source, where, "value " + std::to_string(v.get<uint64_t>()) + " is outside [" + std::to_string(lo) +
+                                  ", " + std::to_string(hi) + "]");
+  }
   const int64_t x = v.get<int64_t>();
   if (x < static_cast<int64_t>(lo) || x > static_cast<int64_t>(hi)) {
     return err(source, where, "value " + std::to_string(x) + " is outside [" + std::to_string(lo) +
@@ -185,6 +192,7 @@ Status parse_forward(const json& f, const std::string& source, Sweep* s) {
     return err(source, path + "/batches", "expected an array of batches");
   }
   std::set<std::tuple<std::string, int32_t, int32_t>> seen;
+  std::set<std::string> names;  // a name given twice would lose one batch's rows (same benchmark names)
   for (size_t i = 0; i < f["batches"].size(); ++i) {
     const json& b = f["batches"][i];
     const std::string bp = path + "/batches/" + std::to_string(i);
@@ -196,6 +204,9 @@ Status parse_forward(const json& f, const std::string& source, Sweep* s) {
       return err(source, bp + "/name", "expected a non-empty string");
     }
     fb.name = b["name"].get<std::string>();
+    if (!names.insert(fb.name).second) {
+      return err(source, bp + "/name", "\"" + fb.name + "\" names an earlier batch too (names are part of benchmark names)");
+    }
     for (char c : fb.name) {
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') {
         return err(source, bp + "/name", "use letters, digits, '_', '-' and '.' only (it is part of benchmark names)");
@@ -274,11 +285,19 @@ std::vector<std::string> builtin_sweep_names() {
 
 Status parse_sweep(const std::string& json_text, const std::string& source, Sweep* out) {
   json doc;
+  JsonKeyAudit keys;  // duplicated keys, nesting past 64 levels
   try {
-    doc = json::parse(json_text);
+    doc = json::parse(json_text, [&](int depth, json::parse_event_t e, json& parsed) {
+      return keys.on_event(depth, e, parsed);
+    });
+  } catch (const JsonTooDeep& e) {
+    return err(source, e.path.empty() ? "/" : e.path, "nesting deeper than " + std::to_string(e.max_depth) + " levels");
   } catch (const json::parse_error& e) {
     return Status::error(source + ": not valid JSON: " + e.what());
+  } catch (const json::exception& e) {  // raised while parsing too, e.g. a number past double's range
+    return Status::error(source + ": not valid JSON: " + e.what());
   }
+  if (keys.found()) return err(source, *keys.found(), "key given twice in one object");
   Sweep s;
   s.source = source;
   MLA_RETURN_IF_ERROR(check_keys(doc, {"schema", "name", "description", "seed", "repetitions",
@@ -348,11 +367,29 @@ Status parse_sweep(const std::string& json_text, const std::string& source, Swee
     if (a.contains("dense_mha")) MLA_RETURN_IF_ERROR(parse_dense(a["dense_mha"], source, &s));
     if (a.contains("forward")) MLA_RETURN_IF_ERROR(parse_forward(a["forward"], source, &s));
   }
+  const bool any = !s.pack_tokens.empty() ||
+                   (!s.gather_rows.empty() && !s.gather_block_sizes.empty() && !s.gather_seq_starts.empty()) ||
+                   (!s.convert_rows.empty() && !s.convert_topk.empty()) || !s.sparse_shapes.empty() ||
+                   !s.dense_shapes.empty() || !s.forward_batches.empty();
+  if (!any) return err(source, "/", "defines no benchmark (every family is absent or has an empty list)");
   *out = std::move(s);
   return Status();
 }
 
 Status load_sweep(const std::string& name_or_file, Sweep* out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status kind = fs::status(name_or_file, ec);
+  if (!ec && fs::exists(kind)) {
+    // Only regular files of sane size: a directory, FIFO or device could block or never end.
+    if (fs::is_directory(kind)) return Status::error("--sweep " + name_or_file + ": is a directory, not a sweep file");
+    if (!fs::is_regular_file(kind)) return Status::error("--sweep " + name_or_file + ": is not a regular file");
+    constexpr std::uintmax_t kMaxSweepFileBytes = std::uintmax_t{16} << 20;
+    const std::uintmax_t size = fs::file_size(name_or_file, ec);
+    if (!ec && size > kMaxSweepFileBytes)
+      return Status::error("--sweep " + name_or_file + ": is " + std::to_string(size) +
+                           " bytes; sweep files are at most " + std::to_string(kMaxSweepFileBytes) + " bytes");
+  }
   std::ifstream in(name_or_file, std::ios::binary);
   if (in) {
     std::ostringstream text;

@@ -2,7 +2,9 @@
 // Exit codes: 0 all passed (SKIPs allowed), 1 a check failed, 2 bad usage or bad input,
 // 3 a runtime or device error.
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -104,7 +106,8 @@ int run(int argc, char** argv) {
   app.add_option("--report", report_path, "Write the JSON report (schema mla-harness.report/1) to FILE");
   app.add_option("--inject", inject_name, "Reproduce a known failure mode (see --list-injections)");
   app.add_flag("--list-injections", list_injections, "List the failure injections and exit");
-  app.add_option("--seed", seed, "Override every scenario's seed");
+  std::string seed_text;  // parsed below: CLI11 wraps "-1" and saturates past 2^64 - 1 for uint64
+  app.add_option("--seed", seed_text, "Override every scenario's seed (an integer in [0, 2^64 - 1])");
   app.add_option("--timeout", timeout_s, "Seconds one scenario may run before it is killed (ERROR)")
       ->check(CLI::Range(1.0, 7 * 86400.0))
       ->capture_default_str();
@@ -122,6 +125,20 @@ int run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? kExitPass : kExitUsage;
+  }
+  if (!seed_text.empty()) {
+    uint64_t v = 0;
+    const char* end = seed_text.data() + seed_text.size();
+    const auto [stop, ec] = std::from_chars(seed_text.data(), end, v);
+    if (ec != std::errc() || stop != end) {
+      std::fprintf(stderr, "mla-check: --seed: '%s' is not an integer in [0, 2^64 - 1]\n", seed_text.c_str());
+      return kExitUsage;
+    }
+    seed = v;
+  }
+  if (std::isnan(timeout_s)) {  // CLI::Range lets NaN through (every comparison with it is false)
+    std::fprintf(stderr, "mla-check: --timeout: nan is not a number of seconds in [1, 604800]\n");
+    return kExitUsage;
   }
   if (version) {
     std::printf("mla-check %s (git %s)\n", tool_version(), tool_git_revision());

@@ -86,6 +86,21 @@ def test_an_injection_the_selection_cannot_exercise_is_bad_usage():
 
 def test_bad_timeout_is_bad_usage():
     assert run("--timeout", "0", "--scenario", SMALL).returncode == 2
+    r = run("--timeout", "nan", "--scenario", SMALL)  # CLI11's range check lets NaN through
+    assert r.returncode == 2 and "--timeout" in r.stderr
+
+
+@pytest.mark.parametrize("seed", ["-1", "18446744073709551616", "12x"])
+def test_a_seed_outside_uint64_is_bad_usage_not_wrapped(seed):
+    r = run("--seed", seed, "--scenario", SMALL)
+    assert r.returncode == 2
+    assert "--seed" in r.stderr and seed in r.stderr
+
+
+def test_a_directory_or_fifo_as_scenario_is_refused_without_reading(unreadable_inputs):
+    for path, problem in unreadable_inputs:
+        r = run("--scenario", path)
+        assert r.returncode == 2 and problem in r.stderr, r.stderr
 
 
 def test_a_hanging_scenario_is_killed_and_loses_no_other_result(tmp_path):

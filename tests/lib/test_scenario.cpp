@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -418,6 +419,37 @@ std::vector<BadCase> bad_cases() {
       {"check unknown", with(R"("checks": ["pack", "packs"])"), "/checks/1", "not a check"},
       {"check twice", with(R"("checks": ["pack", "gather", "pack"])"), "/checks/2", "twice"},
       {"check type", with(R"("checks": [1])"), "/checks/0", "expected a string"},
+      // Sizes: refused before anything is allocated (found by an audit with adversarial files).
+      {"number past double", with(R"("model": {"scale": 1e400})"), "", "number overflow"},
+      {"nesting too deep", with(R"("x": )" + std::string(100, '[') + std::string(100, ']')),
+       "/x/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0",
+       "deeper than 64"},
+      {"block table past int32 tokens", with(R"("block_table": {"extra_columns": 2147483647})"),
+       "/block_table/extra_columns", "past INT32_MAX"},
+      {"block table indices wrap past int32 (past_table)",
+       with_batch(R"({"seq_lens": [4096, 4096], "query_lens": [4, 4]})",
+                  R"("model": {"block_size": 1024}, "block_table": {"extra_columns": 2097147})"),
+       "/block_table/extra_columns", "past INT32_MAX"},
+      {"block table too large", with(R"("block_table": {"stride_padding": 2147483647})"), "/block_table",
+       "limited to 8 GiB"},
+      {"cache too large", with(R"("cache": {"num_blocks": 33000000})"), "/cache/num_blocks", "limited to 8 GiB"},
+      {"cache too large (automatic)", with(R"("cache": {"spare_blocks": 33000000})"), "/cache", "limited to 8 GiB"},
+      {"cache page padding too large", with(R"("cache": {"page_padding_bytes": 2147483632})"), "/cache",
+       "limited to 8 GiB"},
+      {"gather rows too many",
+       with(R"("gather": [{"name": "g", "workspace_starts": [0, 32, 72, 120], "num_rows": 2147483647}])"),
+       "/gather/0/num_rows", "limited to 8 GiB"},
+      {"top-k indices too large", with(R"("model": {"topk": 2147483647})"), "/model/topk", "limited to 8 GiB"},
+      {"attention scores too large",
+       with(R"("model": {"heads": 1024, "topk": 10000000}, "checks": ["sparse_mqa"])"), "/model/topk",
+       "attention scores"},
+      {"chunked context: too many chunks",
+       with_batch(R"({"seq_lens": [2000000], "query_lens": [1]})",
+                  R"("gather": [{"name": "g", "chunked_context": {"chunk_rows": 1}}])"),
+       "/gather/0/chunked_context/chunk_rows", "at most 1048576"},
+      {"negative_block without spare columns",
+       with(R"("block_table": {"extra_columns": 0}, "convert": [{"name": "k", "invalid": {"negative_block": 0.5}}])"),
+       "/convert/0/invalid/negative_block", "extra_columns >= 1"},
   };
 }
 
@@ -451,6 +483,26 @@ TEST(LoadScenario, MalformedJsonReportsBytePosition) {
   EXPECT_NE(err->problem.find("byte"), std::string::npos) << err->problem;
   EXPECT_NE(err->problem.find("line 3"), std::string::npos) << err->problem;
   EXPECT_EQ(err->to_string().rfind(file + ": malformed JSON", 0), 0u) << err->to_string();
+}
+
+TEST(LoadScenario, DirectoriesAndSpecialFilesAreRefusedUnread) {
+  TempDir dir;
+  const std::string sub = dir.path() + "/a_directory.json";
+  fs::create_directories(sub);
+  auto result = load_scenario(sub);
+  const auto* err = std::get_if<ScenarioError>(&result);
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(err->problem.find("is a directory"), std::string::npos) << err->to_string();
+  // A FIFO would block the reader forever; /dev/zero would never end.
+  const std::string fifo = dir.path() + "/fifo.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& special : {fifo, std::string("/dev/zero")}) {
+    SCOPED_TRACE(special);
+    auto r = load_scenario(special);
+    const auto* e = std::get_if<ScenarioError>(&r);
+    ASSERT_NE(e, nullptr);
+    EXPECT_NE(e->problem.find("not a regular file"), std::string::npos) << e->to_string();
+  }
 }
 
 TEST(LoadScenario, MissingFileIsAnErrorNamingIt) {
