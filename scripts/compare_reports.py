@@ -111,7 +111,16 @@ class Comparison:
 # Loading
 
 
+def reject_constant(name: str) -> Any:
+    """json.loads' hook for NaN / Infinity / -Infinity: not JSON; our tools write null instead."""
+    raise ValueError(f"non-standard literal {name} (JSON has no NaN or infinities)")
+
+
 def load_json(path: Path, role: str) -> dict[str, Any]:
+    # Only regular files: a FIFO would block the read forever, a device might never end.
+    if path.exists() and not path.is_file():
+        kind = "a directory" if path.is_dir() else "not a regular file"
+        raise BadInput(f"{role} file {path} is {kind}")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -119,12 +128,14 @@ def load_json(path: Path, role: str) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as error:
         raise BadInput(f"cannot read {role} file {path}: {error}") from None
     try:
-        document = json.loads(text)
+        document = json.loads(text, parse_constant=reject_constant)
     except json.JSONDecodeError as error:
         raise BadInput(
             f"{role} file {path} is not valid JSON: {error.msg} "
             f"(line {error.lineno}, column {error.colno})"
         ) from None
+    except (ValueError, RecursionError) as error:  # literals above, integers past 4300 digits, deep nesting
+        raise BadInput(f"{role} file {path} is not usable JSON: {str(error) or type(error).__name__}") from None
     if not isinstance(document, dict):
         raise BadInput(f"{role} file {path} does not hold a JSON object")
     return document
@@ -155,13 +166,33 @@ def as_number(value: Any) -> float | None:
     """A finite number as float; None for null, NaN, infinities, booleans and anything else."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value) if math.isfinite(value) else None
-
-
-def as_count(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int):
+    try:
+        number = float(value)  # an integer past double's range raises OverflowError
+    except OverflowError:
         return None
-    return value
+    return number if math.isfinite(number) else None
+
+
+def metric_number(metrics: dict[str, Any], name: str, where: str) -> float | None:
+    """A metric that is compared: absent or null is None (not compared: null is how the tools
+    write NaN); anything else must be a finite number, or the comparison would silently skip it."""
+    value = metrics.get(name)
+    if value is None:
+        return None
+    number = as_number(value)
+    if number is None:
+        raise BadInput(f"{where}: metric \"{name}\" must be a finite number or null, not {value!r}")
+    return number
+
+
+def metric_count(metrics: dict[str, Any], name: str, where: str) -> int | None:
+    """A counter: absent or null is None; else a whole number (3.0 is 3)."""
+    number = metric_number(metrics, name, where)
+    if number is None:
+        return None
+    if not number.is_integer() or number < 0:
+        raise BadInput(f"{where}: counter \"{name}\" must be a whole number >= 0, not {metrics[name]!r}")
+    return int(number)
 
 
 # --------------------------------------------------------------------------------------------
@@ -197,7 +228,7 @@ class Report:
 
 
 def parse_verdict(value: Any, where: str) -> str:
-    if value not in VERDICT_RANK:
+    if not isinstance(value, str) or value not in VERDICT_RANK:
         raise BadInput(f"{where}: unknown verdict {value!r} (expected one of {', '.join(VERDICTS)})")
     return value
 
@@ -251,7 +282,7 @@ def parse_report(document: dict[str, Any], role: str, path: Path) -> Report:
     return Report(
         path=path,
         provenance=provenance if isinstance(provenance, dict) else {},
-        verdict=verdict if verdict in VERDICT_RANK else None,
+        verdict=verdict if isinstance(verdict, str) and verdict in VERDICT_RANK else None,
         scenarios=scenarios,
     )
 
@@ -319,10 +350,12 @@ def drift_findings(
 ) -> Iterable[Finding]:
     """An error metric that grew by more than --drift-rel (relative) AND --drift-abs (absolute).
     Null (NaN) on either side is not compared: the verdict says what NaN means."""
-    for name, new_raw in new.items():
+    where = f"check {subject[1]!r} of scenario {subject[0]!r}"
+    for name in new:
         if not is_drift_metric(name):
             continue
-        old_value, new_value = as_number(base.get(name)), as_number(new_raw)
+        old_value = metric_number(base, name, f"BASE {where}")
+        new_value = metric_number(new, name, f"NEW {where}")
         if old_value is None or new_value is None:
             continue
         grew_absolute = new_value - old_value > options.drift_abs
@@ -343,8 +376,10 @@ def counter_findings(
     subject: tuple[str, str], base: dict[str, Any], new: dict[str, Any]
 ) -> Iterable[Finding]:
     """Counters that must stay 0 (mismatches, guard bytes, ...) and inputs_modified."""
+    where = f"check {subject[1]!r} of scenario {subject[0]!r}"
     for name in ZERO_EXPECTED_COUNTERS:
-        old_count, new_count = as_count(base.get(name)), as_count(new.get(name))
+        old_count = metric_count(base, name, f"BASE {where}")
+        new_count = metric_count(new, name, f"NEW {where}")
         if old_count == 0 and new_count is not None and new_count > 0:
             yield Finding(
                 Severity.REGRESSION, "counter", subject, f"{name} 0 -> {new_count}", "",
@@ -476,12 +511,15 @@ def run_type(entry: dict[str, Any]) -> str:
     return entry.get("run_type") or ("aggregate" if "aggregate_name" in entry else "iteration")
 
 
-def real_time_ns(entry: dict[str, Any], where: str) -> float:
+def real_time_ns(entry: dict[str, Any], where: str, allow_zero: bool = False) -> float:
+    """real_time in ns: > 0 (>= 0 with allow_zero: a stddev)."""
     value = as_number(entry.get("real_time"))
     if value is None:
         raise BadInput(f"{where}: \"real_time\" is missing or not a finite number")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise BadInput(f"{where}: \"real_time\" {value!r} must be {'>= 0' if allow_zero else '> 0'}")
     unit = entry.get("time_unit", "ns")
-    if unit not in TIME_UNIT_NS:
+    if not isinstance(unit, str) or unit not in TIME_UNIT_NS:
         raise BadInput(f"{where}: unknown time_unit {unit!r} (expected one of {', '.join(TIME_UNIT_NS)})")
     return value * TIME_UNIT_NS[unit]
 
@@ -493,7 +531,16 @@ def reduce_runs(name: str, entries: list[dict[str, Any]], where: str) -> BenchTi
     if errors:
         return BenchTiming(name, math.nan, math.nan, "error", error=str(errors[0]))
     iterations = [real_time_ns(e, f"{where} {e['name']!r}") for e in entries if run_type(e) == "iteration"]
-    aggregates = {e.get("aggregate_name"): e for e in entries if run_type(e) == "aggregate"}
+    aggregates: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        if run_type(entry) != "aggregate":
+            continue
+        kind = entry.get("aggregate_name")
+        if not isinstance(kind, str):
+            raise BadInput(f"{where}: {entry['name']!r}: \"aggregate_name\" must be a string, not {kind!r}")
+        if kind in aggregates:  # two runs of one name in one file: which to compare is unknown
+            raise BadInput(f"{where}: benchmark {name!r} has two {kind!r} aggregates")
+        aggregates[kind] = entry
 
     if "median" in aggregates:
         center, source = real_time_ns(aggregates["median"], f"{where} {name!r} median"), "median aggregate"
@@ -505,7 +552,7 @@ def reduce_runs(name: str, entries: list[dict[str, Any]], where: str) -> BenchTi
         raise BadInput(f"{where}: benchmark {name!r} has no median, mean or iteration timing")
 
     if "stddev" in aggregates:
-        spread = real_time_ns(aggregates["stddev"], f"{where} {name!r} stddev")
+        spread = real_time_ns(aggregates["stddev"], f"{where} {name!r} stddev", allow_zero=True)
     elif len(iterations) >= 2:
         spread = (max(iterations) - min(iterations)) / 2.0
     else:
@@ -520,8 +567,16 @@ def parse_benchmarks(document: dict[str, Any], role: str, path: Path) -> BenchFi
         if not isinstance(entry, dict):
             raise BadInput(f"{where}: benchmarks[{index}] is not an object")
         name = require(entry, "name", str, f"{where}: benchmarks[{index}]")
-        run_name = entry.get("run_name") if isinstance(entry.get("run_name"), str) else name
+        run_name = entry.get("run_name")
+        if not isinstance(run_name, str):
+            # Old Google Benchmark output has no run_name: an aggregate is named NAME_<aggregate>.
+            run_name = name
+            aggregate = entry.get("aggregate_name")
+            if isinstance(aggregate, str) and name.endswith("_" + aggregate):
+                run_name = name[: -len(aggregate) - 1]
         groups.setdefault(run_name, []).append(entry)
+    if not groups:  # a benchmark run that crashed before its first result must not pass
+        raise BadInput(f"{where}: holds no benchmark results")
     context = document.get("context")
     return BenchFile(
         path=path,
@@ -643,6 +698,11 @@ def format_time(nanoseconds: float) -> str:
     return f"{nanoseconds:.3g} ns"
 
 
+def printable(text: str) -> str:
+    """Control characters (a newline in a benchmark name would split a row) as escapes."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def truncate(text: str, width: int) -> str:
     text = " ".join(text.split())  # one line, whatever the message held
     return text if len(text) <= width else text[: width - 3] + "..."
@@ -651,7 +711,7 @@ def truncate(text: str, width: int) -> str:
 def render_table(comparison: Comparison) -> str:
     header = ("", *comparison.subject_columns, "CHANGE", "DETAIL")
     rows = [
-        (f.severity.name, *f.subject, f.change, truncate(f.detail, DETAIL_WIDTH))
+        (f.severity.name, *map(printable, f.subject), printable(f.change), printable(truncate(f.detail, DETAIL_WIDTH)))
         for f in sorted(comparison.findings, key=lambda f: f.severity)  # stable: report order kept
     ]
     widths = [max(len(row[column]) for row in (header, *rows)) for column in range(len(header))]
@@ -783,8 +843,11 @@ exit codes
   {EXIT_OK}  no regression
   {EXIT_REGRESSION}  reports: a regression
   {EXIT_PERF_REGRESSION}  benchmark files: a performance regression
-  {EXIT_BAD_INVOCATION}  bad invocation: missing or unreadable file, invalid JSON, schema mismatch, a
-     report compared with a benchmark file, a malformed document, a bad option
+  {EXIT_BAD_INVOCATION}  bad invocation: missing or unreadable file (a directory, FIFO or device is not read),
+     invalid JSON (NaN and Infinity literals included: the tools write null), schema mismatch, a
+     report compared with a benchmark file, a malformed document (e.g. a compared metric that is
+     not a number or null, a time <= 0, two aggregates of one kind for a benchmark, a benchmark
+     file without results), a bad option
 
 See docs/report-format.md for the report format."""
 
@@ -869,11 +932,11 @@ def main(argv: list[str] | None = None) -> int:
     options = options_from(arguments)
     try:
         comparison = compare_files(arguments.base, arguments.new, options)
-        print(render(comparison))
-        if arguments.json:
+        if arguments.json:  # first: a failed write must not follow a printed verdict
             write_json_atomically(
                 arguments.json, comparison_json(comparison, arguments.base, arguments.new, options)
             )
+        print(render(comparison))
     except BadInput as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return EXIT_BAD_INVOCATION

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -555,3 +556,129 @@ def test_benchmark_method_differences_are_noted(tmp_path):
     # Same method: no note at all.
     result = run_compare(tmp_path, base, base)
     assert "differs" not in result.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# Malformed input found by an audit: exit 3 naming the problem, never a traceback, a hang or a
+# silently wrong result.
+
+
+def malformed_reports() -> list[tuple[str, Any, str]]:
+    """(what, NEW document, expected stderr substring) against the standard report."""
+    cases = []
+
+    def with_check(what: str, edit: Any, expected: str) -> None:
+        new = copy.deepcopy(standard_report())
+        edit(find_check(new, "decode_small", "pack"))
+        cases.append((what, new, expected))
+
+    with_check("list verdict", lambda c: c.update(verdict=["PASS"]), "unknown verdict")
+    with_check("counter as float text", lambda c: c["metrics"].update(mismatches="5"), "mismatches")
+    with_check("fractional counter", lambda c: c["metrics"].update(mismatches=0.5), "whole number")
+    with_check("error metric as text", lambda c: c["metrics"].update(max_abs_err="1.0"), "max_abs_err")
+    with_check("error metric past double", lambda c: c["metrics"].update(max_abs_err=10**400), "max_abs_err")
+    summary_list = copy.deepcopy(standard_report())
+    summary_list["summary"]["verdict"] = ["PASS"]
+    cases.append(("summary verdict list", summary_list, None))  # ignored like any unknown summary verdict
+    return cases
+
+
+@pytest.mark.parametrize("what, new, expected", malformed_reports(), ids=lambda v: v if isinstance(v, str) else "")
+def test_malformed_report_values_exit_3_naming_the_metric(tmp_path, what, new, expected):
+    result = run_compare(tmp_path, standard_report(), new)
+    assert "Traceback" not in result.stderr, result.stderr
+    if expected is None:
+        assert result.returncode == 0, result.stderr
+    else:
+        assert result.returncode == 3, result.stdout + result.stderr
+        assert expected in result.stderr
+
+
+def test_a_counter_written_as_a_whole_float_counts(tmp_path):
+    new = copy.deepcopy(standard_report())
+    find_check(new, "decode_small", "pack")["metrics"]["mismatches"] = 3.0
+    result = run_compare(tmp_path, standard_report(), new)
+    assert result.returncode == 1
+    assert "mismatches 0 -> 3" in result.stdout
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"schema": "mla-harness.report/1", "x": NaN}', "NaN"),
+    ('{"schema": "mla-harness.report/1", "x": Infinity}', "Infinity"),
+    ('{"schema": "mla-harness.report/1", "x": 1' + "0" * 5000 + '}', "not usable JSON"),
+    ('{"schema": "mla-harness.report/1", "x": ' + "[" * 100000 + "]" * 100000 + '}', "not usable JSON"),
+], ids=["NaN", "Infinity", "5000-digit integer", "100000 levels"])  # short ids: they go into the environment
+def test_non_json_literals_and_pathological_documents_exit_3(tmp_path, text, expected):
+    result = run_compare(tmp_path, standard_report(), text)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and expected in result.stderr
+
+
+def test_a_directory_or_fifo_exits_3_without_reading(tmp_path):
+    directory = tmp_path / "dir.json"
+    directory.mkdir()
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps(standard_report()))
+    for path, expected in ((directory, "is a directory"), (fifo, "not a regular file")):
+        result = subprocess.run([sys.executable, str(SCRIPT), str(path), str(report)],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 3 and expected in result.stderr, result.stderr
+
+
+def edit_bench(edit: Any) -> dict:
+    bench = make_bench({"BM_Decode/64": (1000.0, 10.0)})
+    edit(bench["benchmarks"])
+    return bench
+
+
+def median_entry(entries: list[dict]) -> dict:
+    return next(e for e in entries if e.get("aggregate_name") == "median")
+
+
+@pytest.mark.parametrize("what, new, expected", [
+    ("time_unit list", edit_bench(lambda b: [e.update(time_unit=["ns"]) for e in b]), "time_unit"),
+    ("aggregate_name list", edit_bench(lambda b: median_entry(b).update(aggregate_name=["median"])),
+     "aggregate_name"),
+    ("negative median", edit_bench(lambda b: median_entry(b).update(real_time=-100.0)), "> 0"),
+    ("zero median", edit_bench(lambda b: median_entry(b).update(real_time=0.0)), "> 0"),
+    ("negative stddev", edit_bench(lambda b: next(e for e in b if e.get("aggregate_name") == "stddev")
+                                   .update(real_time=-50.0)), ">= 0"),
+    ("two medians of one name", edit_bench(lambda b: b.append(dict(median_entry(b), real_time=2000.0))),
+     "two 'median' aggregates"),
+    ("no results", edit_bench(lambda b: b.clear()), "no benchmark results"),
+])
+def test_malformed_benchmark_files_exit_3(tmp_path, what, new, expected):
+    result = run_compare(tmp_path, make_bench({"BM_Decode/64": (1000.0, 10.0)}), new)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert expected in result.stderr
+
+
+def test_old_google_benchmark_aggregates_without_run_name_are_grouped(tmp_path):
+    old = make_bench({"BM_Decode/64": (1000.0, 10.0)})
+    for entry in old["benchmarks"]:
+        entry.pop("run_name")
+        entry.pop("run_type")
+    result = run_compare(tmp_path, old, make_bench({"BM_Decode/64": (1000.0, 10.0)}))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 benchmark compared" in result.stdout
+
+
+def test_control_characters_in_names_cannot_forge_table_rows(tmp_path):
+    name = "BM_x\nREGRESSION  forged row"
+    base = make_bench({name: (1000.0, 10.0)})
+    new = make_bench({name: (1000.0, 10.0), "BM_other": (5.0, 0.0)})
+    result = run_compare(tmp_path, base, new)
+    assert result.returncode == 0
+    assert not any(line.startswith("REGRESSION") for line in result.stdout.splitlines())
+    assert "BM_other" in result.stdout
+
+
+def test_an_unwritable_json_output_prints_no_verdict(tmp_path):
+    bench = make_bench({"BM_Decode/64": (1000.0, 10.0)})
+    result = run_compare(tmp_path, bench, bench, "--json", str(tmp_path))  # a directory
+    assert result.returncode == 3
+    assert "cannot write --json" in result.stderr
+    assert "exit 0" not in result.stdout and "OK" not in result.stdout
