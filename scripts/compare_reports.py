@@ -13,6 +13,7 @@ import enum
 import json
 import math
 import os
+import stat
 import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -118,8 +119,14 @@ def reject_constant(name: str) -> Any:
 
 def load_json(path: Path, role: str) -> dict[str, Any]:
     # Only regular files: a FIFO would block the read forever, a device might never end.
-    if path.exists() and not path.is_file():
-        kind = "a directory" if path.is_dir() else "not a regular file"
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise BadInput(f"{role} file not found: {path}") from None
+    except OSError as error:  # a name too long, no permission on a folder, ...
+        raise BadInput(f"cannot read {role} file {path}: {error}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
         raise BadInput(f"{role} file {path} is {kind}")
     try:
         text = path.read_text(encoding="utf-8")

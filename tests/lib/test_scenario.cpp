@@ -440,9 +440,12 @@ std::vector<BadCase> bad_cases() {
        with(R"("gather": [{"name": "g", "workspace_starts": [0, 32, 72, 120], "num_rows": 2147483647}])"),
        "/gather/0/num_rows", "limited to 8 GiB"},
       {"top-k indices too large", with(R"("model": {"topk": 2147483647})"), "/model/topk", "limited to 8 GiB"},
-      {"attention scores too large",
+      {"sparse split partials too large",
        with(R"("model": {"heads": 1024, "topk": 10000000}, "checks": ["sparse_mqa"])"), "/model/topk",
-       "attention scores"},
+       "split partials"},
+      {"dense keys too large",
+       with_batch(R"({"seq_lens": [40000], "query_lens": [64]})", R"("model": {"heads": 128}, "checks": ["dense_mha"])"),
+       "/model/heads", "dense_mha's keys and values"},
       {"chunked context: too many chunks",
        with_batch(R"({"seq_lens": [2000000], "query_lens": [1]})",
                   R"("gather": [{"name": "g", "chunked_context": {"chunk_rows": 1}}])"),
@@ -483,6 +486,24 @@ TEST(LoadScenario, MalformedJsonReportsBytePosition) {
   EXPECT_NE(err->problem.find("byte"), std::string::npos) << err->problem;
   EXPECT_NE(err->problem.find("line 3"), std::string::npos) << err->problem;
   EXPECT_EQ(err->to_string().rfind(file + ": malformed JSON", 0), 0u) << err->to_string();
+}
+
+// The size limits count the buffers the checks allocate, not more: realistic large scenarios load.
+TEST(LoadScenario, SizeLimitsLeaveRealisticLargeScenariosAlone) {
+  TempDir dir;
+  // 128 heads, top-k 2048, two 32k-token requests with 4096 new tokens each, the forward check
+  // (mla-bench validates its forward batches so): nothing of tokens x heads x top-k is allocated.
+  load_ok(dir.write("forward.json", with_batch(R"({"seq_lens": [32768, 32768], "query_lens": [4096, 4096]})",
+                                               R"("model": {"heads": 128, "topk": 2048}, "checks": ["forward"])")));
+  // Chunked context makes one gather call per chunk of the longest context (1024 here), not one
+  // per chunk of every request (1100 x 1024).
+  std::string seq = "[", query = "[";
+  for (int r = 0; r < 1100; ++r) {
+    seq += std::string(r ? ", " : "") + "8193";
+    query += std::string(r ? ", " : "") + "1";
+  }
+  load_ok(dir.write("chunks.json", with_batch(R"({"seq_lens": )" + seq + R"(], "query_lens": )" + query + "]}",
+                                              R"("gather": [{"name": "g", "chunked_context": {"chunk_rows": 8}}])")));
 }
 
 TEST(LoadScenario, DirectoriesAndSpecialFilesAreRefusedUnread) {

@@ -682,3 +682,11 @@ def test_an_unwritable_json_output_prints_no_verdict(tmp_path):
     assert result.returncode == 3
     assert "cannot write --json" in result.stderr
     assert "exit 0" not in result.stdout and "OK" not in result.stdout
+
+
+def test_a_path_the_system_refuses_exits_3(tmp_path):
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps(standard_report()))
+    result = subprocess.run([sys.executable, str(SCRIPT), "a" * 300, str(report)],  # ENAMETOOLONG
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 3 and "Traceback" not in result.stderr, result.stderr
