@@ -4,11 +4,8 @@
 #include "lib/scenario.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <climits>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <initializer_list>
 #include <limits>
 #include <set>
@@ -18,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/batch.h"
+#include "lib/input_file.h"
 #include "lib/json_keys.h"
 #include "lib/rng.h"
 
@@ -735,28 +733,10 @@ void check_scenario(const Scenario& s) {
   check_sizes(s, pool);
 }
 
-// Scenario files are small JSON documents; a larger file is refused before it is read.
-constexpr std::uintmax_t kMaxScenarioFileBytes = std::uintmax_t{16} << 20;
-
 std::string read_file_or_fail(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (!ec && fs::is_directory(st)) fail("", "is a directory, not a scenario file");
-  // FIFOs, devices and sockets could block or never end: only regular files are read.
-  if (!ec && fs::exists(st) && !fs::is_regular_file(st)) fail("", "is not a regular file");
-  if (!ec && fs::is_regular_file(st)) {
-    const std::uintmax_t size = fs::file_size(path, ec);
-    if (!ec && size > kMaxScenarioFileBytes)
-      fail("", "is " + std::to_string(size) + " bytes; scenario files are at most " +
-                   std::to_string(kMaxScenarioFileBytes) + " bytes");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("", std::string("cannot open the file: ") + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) fail("", "cannot read the file");
-  return ss.str();
+  std::string text, problem;
+  if (read_input_file(path, "scenario file", &text, &problem) != InputFile::kRead) fail("", problem);
+  return text;
 }
 
 }  // namespace

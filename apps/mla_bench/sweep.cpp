@@ -3,15 +3,13 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
 
+#include "lib/input_file.h"
 #include "lib/json_keys.h"
 
 namespace mla::bench {
@@ -377,24 +375,11 @@ Status parse_sweep(const std::string& json_text, const std::string& source, Swee
 }
 
 Status load_sweep(const std::string& name_or_file, Sweep* out) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::file_status kind = fs::status(name_or_file, ec);
-  if (!ec && fs::exists(kind)) {
-    // Only regular files of sane size: a directory, FIFO or device could block or never end.
-    if (fs::is_directory(kind)) return Status::error("--sweep " + name_or_file + ": is a directory, not a sweep file");
-    if (!fs::is_regular_file(kind)) return Status::error("--sweep " + name_or_file + ": is not a regular file");
-    constexpr std::uintmax_t kMaxSweepFileBytes = std::uintmax_t{16} << 20;
-    const std::uintmax_t size = fs::file_size(name_or_file, ec);
-    if (!ec && size > kMaxSweepFileBytes)
-      return Status::error("--sweep " + name_or_file + ": is " + std::to_string(size) +
-                           " bytes; sweep files are at most " + std::to_string(kMaxSweepFileBytes) + " bytes");
-  }
-  std::ifstream in(name_or_file, std::ios::binary);
-  if (in) {
-    std::ostringstream text;
-    text << in.rdbuf();
-    return parse_sweep(text.str(), name_or_file, out);
+  std::string text, problem;
+  switch (read_input_file(name_or_file, "sweep file", &text, &problem)) {
+    case InputFile::kRead: return parse_sweep(text, name_or_file, out);
+    case InputFile::kRefused: return Status::error("--sweep " + name_or_file + ": " + problem);
+    case InputFile::kMissing: break;  // a built-in sweep's name
   }
   const auto& builtins = builtin_sweeps();
   const auto it = builtins.find(name_or_file);
