@@ -79,28 +79,6 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 // The final row of an attention output (SPEC 4): out = acc / l with an IEEE division, 0 when no
 // key was visible (l == 0); lse = m + ln l, -inf when no key was visible.
 __device__ __forceinline__ float normalize(float acc, float l) { return l == 0.0f ? 0.0f : __fdiv_rn(acc, l); }
-// normalize() for a whole row at one reciprocal: div.rn.f32's own fast path with its reciprocal
-// taken once per row (r = rcp.approx(l) refined by one Newton step, `division_reciprocal`) and
-// three FMAs per value (q = acc r, q += (acc - q l) r, `divide_by`) instead of a division each.
-// These are the instructions the compiler emits for __fdiv_rn when its range check (FCHK) passes,
-// and that check passes wherever `division_divisor_ok(l)` and `division_value_ok(acc)` hold: l in
-// [1/2, 2^32] (a row with a visible key has l >= 1 up to the exp's rounding) and |acc| in
-// [2^-64, 2^64], so that no step overflows, underflows or meets a zero, an infinity or a NaN; there
-// the result has normalize()'s bits. Callers check every value and use normalize() where any check
-// fails (l == 0 included).
-__device__ __forceinline__ float division_reciprocal(float l) {
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(l));
-  return fmaf(r, fmaf(-l, r, 1.0f), r);
-}
-__device__ __forceinline__ float divide_by(float acc, float l, float r) {
-  const float q = __fmul_rn(acc, r);
-  return fmaf(r, fmaf(-l, q, acc), q);
-}
-__device__ __forceinline__ bool division_divisor_ok(float l) { return l >= 0.5f && l <= 0x1p32f; }
-// (Zeros are outside too: -0 would give +0; +0 would be exact but costs two more instructions per
-// value in the check, for a case that real attention rows hardly meet.)
-__device__ __forceinline__ bool division_value_ok(float acc) { return fabsf(acc) >= 0x1p-64f && fabsf(acc) <= 0x1p64f; }
 __device__ __forceinline__ float row_lse(float m, float l) { return l == 0.0f ? -INFINITY : m + logf(l); }
 
 // The online softmax's running row max (SPEC 4): m = max(m, tile_max); returns the factor

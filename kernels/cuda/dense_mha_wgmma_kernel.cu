@@ -36,11 +36,11 @@
 //   p = 2^(s scale log2 e - m log2 e) (ex2.approx; expf for the rescale factors), masked (causal
 //   and past the request's keys) only on the halves that need it; l sums the fp32 p; O's rescale is
 //   skipped where every factor of the warp is 1.
-//   out = bf16(O / l) (IEEE division's bits, at one reciprocal per row: attn_dev::divide_by), in
-//   16-byte stores after a quad transpose (store_row_words); lse = m + logf(l); no visible key: 0
-//   and -inf. A warpgroup
-//   whose rows need fewer key tiles than the CTA's other one waits for and releases the rest
-//   without computing.
+//   out = bf16(O r), r = 1 / l rounded once per row (within an fp32 ulp of the host's division
+//   before the bf16 rounding), in 16-byte stores after a quad transpose (store_row_words); lse = m
+//   + logf(l); no visible key: 0 and -inf. The next item's published work item is read during the
+//   epilogue (start_read, finish_read). A warpgroup whose rows need fewer key tiles than the CTA's
+//   other one waits for and releases the rest without computing.
 //
 // Shared memory (dynamic, 214,128 bytes, one CTA per SM), every tile in 128-byte-swizzled column
 // blocks of [128 rows][64 bf16] = 16 KiB, the layout of TMA's 128-byte swizzle (descriptors:
@@ -156,7 +156,6 @@ __device__ __forceinline__ int visible_keys(bool causal, int i, int nq, int nk) 
   return v < 0 ? 0 : (v > nk ? nk : static_cast<int>(v));
 }
 
-using attn_dev::normalize;
 using attn_dev::pack_bf16x2;
 using attn_dev::row_lse;
 
@@ -393,6 +392,36 @@ __device__ __forceinline__ PublishedItem* item_slot(const DenseArgs& a, int s) {
   return reinterpret_cast<PublishedItem*>(a.work_slots + kWorkSlotWords * static_cast<int64_t>(blockIdx.x)) + s;
 }
 
+// A reader warp's read of published item n in two parts (the dynamic schedule; see nth_item):
+// start_read waits for sched_full[n & 1] and issues the slot's four 16-byte loads; finish_read
+// unpacks the item and frees the slot (__syncwarp, then lane 0's release arrive on
+// sched_empty[n & 1], which orders the warp's loads before the slot's next store, as in nth_item). The consumers start item n + 1's read before item n's epilogue and finish it
+// after, so that the loads' round trip to L2 overlaps the epilogue.
+__device__ __forceinline__ PublishedItem start_read(uint32_t sbase, const DenseArgs& a, int n) {
+  const int s = n & 1;
+  wgmma::mbar_wait(sbase + bar_sched_full(s), (n >> 1) & 1);
+  PublishedItem p;
+  const volatile uint4* src = reinterpret_cast<const volatile uint4*>(item_slot(a, s));
+#pragma unroll
+  for (int i = 0; i < kItemBytes / 16; ++i) reinterpret_cast<uint4*>(&p)[i] = wgmma::ld_volatile_global_v4(src + i);
+  return p;
+}
+
+__device__ __forceinline__ ItemView finish_read(const PublishedItem& p, uint32_t sbase, int n, int lane) {
+  ItemView v;
+  v.w = p.w;
+  v.it.r = p.r;
+  v.it.h = p.h;
+  v.it.i0 = p.i0;
+  v.it.rq = Range{p.rq_begin, p.rq_count};
+  v.it.rk = Range{p.rk_begin, p.rk_count};
+  v.it.rows = p.rows;
+  v.it.n_kt = p.n_kt;
+  __syncwarp();
+  if (lane == 0) wgmma::mbar_arrive(sbase + bar_sched_empty(n & 1));
+  return v;
+}
+
 // The CTA's n-th work item as every warp sees it (every warp asks for n = 0, 1, ... in turn until
 // w >= the item count). kDynamic false: items c, c + gridDim.x, ... of CTA c, each warp resolving
 // its own WorkItem. kDynamic true: the next unclaimed item, atomicAdd on a.work_counter[0] by
@@ -424,24 +453,7 @@ __device__ __forceinline__ ItemView nth_item(const DenseArgs& a, uint32_t sbase,
     return v;
   } else {
     const int s = n & 1;
-    if (!kProducer || cta_warp != 0) {
-      wgmma::mbar_wait(sbase + bar_sched_full(s), (n >> 1) & 1);
-      PublishedItem p;
-      const volatile uint4* src = reinterpret_cast<const volatile uint4*>(item_slot(a, s));
-#pragma unroll
-      for (int i = 0; i < kItemBytes / 16; ++i) reinterpret_cast<uint4*>(&p)[i] = wgmma::ld_volatile_global_v4(src + i);
-      __syncwarp();
-      if (lane == 0) wgmma::mbar_arrive(sbase + bar_sched_empty(s));
-      v.w = p.w;
-      v.it.r = p.r;
-      v.it.h = p.h;
-      v.it.i0 = p.i0;
-      v.it.rq = Range{p.rq_begin, p.rq_count};
-      v.it.rk = Range{p.rk_begin, p.rk_count};
-      v.it.rows = p.rows;
-      v.it.n_kt = p.n_kt;
-      return v;
-    }
+    if (!kProducer || cta_warp != 0) return finish_read(start_read(sbase, a, n), sbase, n, lane);
     int64_t w = 0;
     if (lane == 0) {
       if (n >= 2) wgmma::mbar_wait(sbase + bar_sched_empty(s), ((n >> 1) - 1) & 1);
@@ -614,11 +626,15 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
   const float scale = a.scale;
   int64_t g_base = 0;
   int uses = 0;
+  ItemView next = nth_item<kDebug, kDynamic, false>(a, sbase, 0, items, cta_warp, lane);
   for (int n = 0;; ++n) {
-    const ItemView view = nth_item<kDebug, kDynamic, false>(a, sbase, n, items, cta_warp, lane);
+    const ItemView view = next;
     if (view.w >= items) break;
     const WorkItem it = view.it;
-    if (it.rows <= 0) continue;
+    if (it.rows <= 0) {
+      next = nth_item<kDebug, kDynamic, false>(a, sbase, n + 1, items, cta_warp, lane);
+      continue;
+    }
     const int nq = it.rq.count, nk = it.rk.count;
     const int wg_rows = it.rows - 64 * cw < 0 ? 0 : (it.rows - 64 * cw > 64 ? 64 : it.rows - 64 * cw);
     int n_kt_wg = wg_rows == 0 ? 0 : (visible_keys(a.causal, it.i0 + 64 * cw + wg_rows - 1, nq, nk) + kKeys - 1) / kKeys;
@@ -738,36 +754,30 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
     }
     g_base += it.n_kt;
 
+    // Item n + 1's read starts here and ends after the epilogue (start_read).
+    PublishedItem pending;
+    if constexpr (kDynamic) pending = start_read(sbase, a, n + 1);
+
     // Epilogue (runs while the producer loads the next item's Q and key tiles): this thread's two
-    // rows, columns 8 i + 2 tq, + 1. out = o / l with normalize()'s bits: at one reciprocal per row
-    // where every value of the warp is in the range of attn_dev::division_reciprocal's fast path,
-    // else a division per value (the whole warp: for a row without a visible key, l = 0, or an o
-    // of 0 or beyond 2^+-64, also in rows past the request, which are not stored).
-    bool fast = attn_dev::division_divisor_ok(l[0]) && attn_dev::division_divisor_ok(l[1]);
-#pragma unroll
-    for (int i = 0; i < 64; ++i) fast = fast & attn_dev::division_value_ok(o[i]);
-    fast = __all_sync(0xFFFFFFFFu, fast);
+    // rows, columns 8 i + 2 tq, + 1. out = bf16(o r), r = 1 / l rounded once per row (0 for a row
+    // without a visible key: l = 0 and o = 0): one multiply per value. Within an ulp of fp32 of
+    // normalize()'s division before the bf16 rounding, so at most one bf16 ulp from it, in rare
+    // values.
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = row_lo + 8 * half;
       const bool stored = row < it.rows;
       const int64_t t = it.rq.begin + it.i0 + (stored ? row : 0);
+      const float r = l[half] == 0.0f ? 0.0f : __frcp_rn(l[half]);
       uint32_t w[16];
-      if (fast) {
-        const float r = attn_dev::division_reciprocal(l[half]);
 #pragma unroll
-        for (int i = 0; i < 16; ++i) {
-          w[i] = pack_bf16x2(attn_dev::divide_by(o[4 * i + 2 * half], l[half], r),
-                             attn_dev::divide_by(o[4 * i + 2 * half + 1], l[half], r));
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < 16; ++i) w[i] = pack_bf16x2(normalize(o[4 * i + 2 * half], l[half]), normalize(o[4 * i + 2 * half + 1], l[half]));
-      }
+      for (int i = 0; i < 16; ++i) w[i] = pack_bf16x2(o[4 * i + 2 * half] * r, o[4 * i + 2 * half + 1] * r);
       // Rows past the request are not stored; the lane exchange runs in every lane.
       store_row_words(a.out + (t * H + it.h) * kDv, w, tq, stored);
       if (stored && tq == 0) a.lse[t * H + it.h] = row_lse(m[half], l[half]);
     }
+    if constexpr (kDynamic) next = finish_read(pending, sbase, n + 1, lane);
+    else next = nth_item<kDebug, kDynamic, false>(a, sbase, n + 1, items, cta_warp, lane);
   }
 #endif  // MLA_WGMMA_ENABLED
 }

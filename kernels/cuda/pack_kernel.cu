@@ -1,9 +1,9 @@
 // Pack (SPEC 1.1): kv_c [N, 512] and k_pe [N, 64] bf16 rows -> 656-byte fp8_ds_mla entries at
 // slot_mapping[i]. Bit for bit the host backend's pack (kernels/host/host_pack.cpp).
 //
-// Work split: one warp per token, two tokens per warp step (the loads of both are issued before
-// either is quantized). Lane l owns elements [16 l, 16 l + 16) of kv_c, which lie in tile l / 8,
-// so the per-tile amax is a max over the 8 lanes of a group (3 xor shuffles). Lane l writes entry
+// Work split: one warp per token, one token per warp step, the next step's loads issued before
+// this step's work (pack_kernel). Lane l owns elements [16 l, 16 l + 16) of kv_c, which lie in
+// tile l / 8, so the per-tile amax is a max over the 8 lanes of a group (3 xor shuffles). Lane l writes entry
 // bytes [16 l, 16 l + 16) with one 16-byte store; lanes 0, 8, 16, 24 write the four scales; lanes
 // 0..7 copy the 128 RoPE bytes, 16 each.
 //
@@ -36,7 +36,9 @@ using cuda_io::kWarpSize;
 
 constexpr int kPackThreads = 256;
 constexpr int kPackWarpsPerBlock = kPackThreads / kWarpSize;
-constexpr int kPackTokensPerWarp = 2;  // tokens whose loads are in flight together
+// Tokens per warp step. 1 (64 registers, 4 blocks per SM on H200) reached 89 / 92 / 90 % of the
+// copy rate at 64k / 256k / 1M tokens, 2 (105 registers, 2 blocks) 84 / 92 / 93 %, 4 less.
+constexpr int kPackTokensPerWarp = 1;
 constexpr int kLanesPerTile = DsMlaEntry::kTileDims / 16;  // 8 lanes x 16 elements = one tile
 
 static_assert(DsMlaEntry::kNopeDims == kWarpSize * 16, "a warp covers the NoPE part, 16 per lane");
@@ -122,32 +124,56 @@ __device__ __forceinline__ void pack_token(const PackArgs& a, const TokenInputs&
   if (lane < 8) cuda_io::store16<kVecOut>(entry + DsMlaEntry::kRopeOffset + 16 * lane, in.rope);
 }
 
+// Loads one step's kPackTokensPerWarp tokens (token tok0 + u; slot -1 past the end).
+template <bool kVecIn>
+__device__ __forceinline__ void load_step(const PackArgs& a, int64_t tok0, int lane,
+                                          TokenInputs (&in)[kPackTokensPerWarp]) {
+#pragma unroll
+  for (int u = 0; u < kPackTokensPerWarp; ++u) {
+    if (tok0 + u < a.num_tokens) in[u] = load_token<kVecIn>(a, tok0 + u, lane);
+    else in[u].slot = -1;
+  }
+}
+
 // kVecIn: kv_c and k_pe rows allow 16-byte loads. kVecOut: the cache base is 16-byte aligned (the
-// page stride and 656 are multiples of 16, so every entry is).
+// page stride and 656 are multiples of 16, so every entry is). A persistent grid (launch()): warp w
+// takes the steps at tokens kPackTokensPerWarp w, + step, ... and issues the next step's loads
+// before it quantizes this step's tokens, so that its loads stay in flight while it computes (the
+// pack's arithmetic, ~200 instructions per token and lane, otherwise delays each warp's next
+// loads: one step per warp of two tokens, over a grid of one block per 16 tokens, reached 76-85 %
+// of the copy rate at 64k tokens, this 89 %; docs/performance.md).
 template <bool kVecIn, bool kVecOut>
 __global__ void __launch_bounds__(kPackThreads) pack_kernel(const PackArgs a) {
   const int lane = threadIdx.x % kWarpSize;
   const int64_t warp = static_cast<int64_t>(blockIdx.x) * kPackWarpsPerBlock + threadIdx.x / kWarpSize;
   const int64_t step = static_cast<int64_t>(gridDim.x) * kPackWarpsPerBlock * kPackTokensPerWarp;
 
-  for (int64_t tok0 = warp * kPackTokensPerWarp; tok0 < a.num_tokens; tok0 += step) {
-    TokenInputs in[kPackTokensPerWarp];
-#pragma unroll
-    for (int u = 0; u < kPackTokensPerWarp; ++u) {
-      if (tok0 + u < a.num_tokens) in[u] = load_token<kVecIn>(a, tok0 + u, lane);
-      else in[u].slot = -1;
-    }
+  TokenInputs cur[kPackTokensPerWarp], next[kPackTokensPerWarp];
+  int64_t tok0 = warp * kPackTokensPerWarp;
+  load_step<kVecIn>(a, tok0, lane, cur);
+  for (; tok0 < a.num_tokens; tok0 += step) {
+    load_step<kVecIn>(a, tok0 + step, lane, next);
 #pragma unroll
     for (int u = 0; u < kPackTokensPerWarp; ++u) {
       // The slot is the same in every lane: the warp packs or skips the token together.
-      if (in[u].slot >= 0 && in[u].slot < a.num_slots) pack_token<kVecOut>(a, in[u], lane);
+      if (cur[u].slot >= 0 && cur[u].slot < a.num_slots) pack_token<kVecOut>(a, cur[u], lane);
     }
+#pragma unroll
+    for (int u = 0; u < kPackTokensPerWarp; ++u) cur[u] = next[u];
   }
 }
 
+// The grid: as many blocks as fit on the device at once (persistent), fewer when the tokens need
+// fewer.
 template <bool kVecIn, bool kVecOut>
 Status launch(const PackArgs& a, cudaStream_t stream) {
-  const unsigned grid = cuda_io::grid_blocks(a.num_tokens, kPackWarpsPerBlock * kPackTokensPerWarp);
+  int device = 0, sms = 0, per_sm = 0;
+  MLA_CUDA_CHECK(cudaGetDevice(&device));
+  MLA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  MLA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pack_kernel<kVecIn, kVecOut>, kPackThreads, 0));
+  const int64_t resident = static_cast<int64_t>(sms) * (per_sm > 0 ? per_sm : 1);
+  const int64_t needed = cuda_io::grid_blocks(a.num_tokens, kPackWarpsPerBlock * kPackTokensPerWarp);
+  const auto grid = static_cast<unsigned>(needed < resident ? needed : resident);
   pack_kernel<kVecIn, kVecOut><<<grid, kPackThreads, 0, stream>>>(a);
   MLA_CUDA_CHECK_LAUNCH("pack_kernel");
   return Status();

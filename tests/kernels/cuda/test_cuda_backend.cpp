@@ -310,6 +310,10 @@ TEST_F(CudaBackendTest, PackMatchesHostBitForBit) {
       {200, 200, 512, 64, 61, 5, 0, 0, 8},    // misaligned cache: scalar stores
       {300, 300, 517, 66, 1, 400, 16, 2, 8},  // everything scalar, one token per page
       {5000, 5000, 512, 64, 64, 100, 0, 0, 0},
+      // Several steps per warp on any GPU (the persistent grid holds at most a few thousand tokens
+      // per step): the loads of step n + 1 in flight while step n is packed.
+      {40000, 40001, 512, 64, 64, 700, 0, 0, 0},
+      {20000, 20000, 517, 66, 61, 400, 16, 2, 8},
   };
   Rng rng(0xC0DA1);
   for (const PackCase& c : cases) {
