@@ -3,18 +3,24 @@
 // steps towards it: contiguous rows (mix_blocks, the gather's block shape: 32 rows per block of 256
 // threads, 4 rows in flight per warp), grid-stride variants of it, the rows in shuffled pages of 64
 // entries behind a page-table load (mix_blocks_paged, as the gather benchmark's cache), and that
-// with the gather's load instructions (mix_blocks_paged_gl). The same for the pack's byte mix (per
-// token: read a 1152-byte kv row and an 8-byte slot, write one 656-byte entry; pack_mix, and
-// pack_mix_paged with the slots in shuffled pages). Bounds for mla-bench's gather and pack figures
-// (docs/performance.md), not benchmarks of our kernels. Per size: the L2 flushed by a 512 MiB read
-// pass before each launch, CUDA events, median of 15 after 3 warm-ups; "% copy" is against a 2 GiB
-// cudaMemcpyAsync measured first (read + written bytes, as mla-bench's pct_of_copy_bw).
+// with the gather's load instructions (mix_blocks_paged_gl), and the paged rows brought in by the
+// bulk-copy engine, 32 or 64 rows per copy (mix_bulk_paged32 / 64; _bs: written back by bulk copy
+// too) and in the pack's pipelined persistent shape (mix_pipe_paged), each checked byte for byte
+// against mix_blocks_paged at 64k rows. The same for the pack's
+// byte mix (per token: read a 1152-byte kv row and an 8-byte slot, write one 656-byte entry;
+// pack_mix, and pack_mix_paged with the slots in shuffled pages). Bounds for mla-bench's gather
+// and pack figures (docs/performance.md), not benchmarks of our kernels. Per size: the L2 flushed
+// by a 512 MiB read pass before each launch, CUDA events, median of 15 after 3 warm-ups; "% copy"
+// is against a 2 GiB cudaMemcpyAsync measured first (read + written bytes, as mla-bench's
+// pct_of_copy_bw).
 // Run: build/bin/mla-stream-mix (CUDA builds; needs about 6.3 GiB of device memory).
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <utility>
 #include <vector>
 
 // Exits with the failing call named (a measurement after a failed launch would print garbage).
@@ -121,6 +127,86 @@ __global__ void __launch_bounds__(256, 4) mix_blocks_paged_gl(const uint8_t* __r
   }
 }
 
+// The paged mix in the committed pack's shape (kernels/cuda/pack_kernel.cu): a persistent grid, a
+// warp per row and step, the next step's page-table load and row loads issued before this step's
+// row is stored.
+__global__ void __launch_bounds__(256) mix_pipe_paged(const uint4* __restrict__ src, const int* __restrict__ page_of,
+                                                      uint4* __restrict__ dst, int64_t rows) {
+  const int lane = threadIdx.x & 31;
+  const int64_t step = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
+  int64_t r = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5;
+  auto load = [&](int64_t row, uint4& a, uint4& b) {
+    if (row < rows) load_row(src + ((int64_t)__ldg(page_of + row / 64) * 64 + row % 64) * 41, lane, a, b);
+  };
+  uint4 a, b, na, nb;
+  load(r, a, b);
+  for (; r < rows; r += step) {
+    load(r + step, na, nb);
+    store_row(dst + r * 72, lane, a, b);
+    a = na;
+    b = nb;
+  }
+}
+
+// The same paged mix through the bulk-copy engine (TMA without a tensor map): a block of 256
+// threads per kRows consecutive rows (kRows divides the 64-row page, so the rows are one run of
+// kRows * 656 contiguous bytes of one page); thread 0 brings the run into shared memory with one
+// cp.async.bulk completing on an mbarrier; the warps then store each row as load_row / store_row
+// would. kBulkStore: the rows are assembled in shared memory and written back by one bulk copy
+// (kRows * 1152 contiguous bytes) instead of by the warps' 16-byte stores.
+template <int kRows, bool kBulkStore>
+__global__ void __launch_bounds__(256) mix_bulk_paged(const uint8_t* __restrict__ src, const int* __restrict__ page_of,
+                                                      uint8_t* __restrict__ dst, int64_t rows) {
+  static_assert(64 % kRows == 0 && kRows % 8 == 0, "whole runs inside a page, whole rows per warp");
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ __align__(8) uint64_t bar;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t r0 = blockIdx.x * static_cast<int64_t>(kRows);
+  const int n = rows - r0 < kRows ? static_cast<int>(rows - r0) : kRows;
+  const uint32_t sbar = static_cast<uint32_t>(__cvta_generic_to_shared(&bar));
+  const uint32_t sin = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(sbar) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const uint8_t* g = src + static_cast<int64_t>(__ldg(page_of + r0 / 64)) * 41984 + (r0 % 64) * 656;
+    const uint32_t bytes = static_cast<uint32_t>(n) * 656;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(sbar), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(sin),
+                 "l"(g), "r"(bytes), "r"(sbar)
+                 : "memory");
+  }
+  {
+    uint32_t done = 0;
+    while (!done) {
+      asm volatile(
+          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\nselp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(sbar)
+          : "memory");
+    }
+  }
+  uint8_t* out = smem + kRows * 656;  // kBulkStore: the assembled rows
+  for (int i = warp; i < n; i += 8) {
+    uint4 a, b;
+    load_row(reinterpret_cast<const uint4*>(smem + i * 656), lane, a, b);
+    store_row(reinterpret_cast<uint4*>(kBulkStore ? out + i * 1152 : dst + (r0 + i) * 1152), lane, a, b);
+  }
+  if constexpr (kBulkStore) {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst + r0 * 1152),
+                   "r"(static_cast<uint32_t>(__cvta_generic_to_shared(out))), "r"(static_cast<uint32_t>(n) * 1152)
+                   : "memory");
+      asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+      asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+    }
+  }
+}
+
 // The pack's byte mix without its work, in the pack's shape (a warp per token, two tokens' loads in
 // flight, 16 tokens per block of 256 threads): per token, lane l loads 32 bytes of the 1152-byte kv
 // row (the 1024 NoPE bytes), lanes 0..7 16 bytes more (the 128 RoPE bytes), every lane the 8-byte
@@ -160,6 +246,7 @@ int main() {
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("mla-stream-mix on %s (%d SMs)\n", prop.name, sms);
+  CK(cudaFuncSetAttribute(mix_bulk_paged<32, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, 32 * (656 + 1152)));
   const size_t flush_bytes = size_t{512} << 20;
   const int64_t max_rows = 1 << 20;
   void *fl, *src, *dst, *big_a, *big_b;
@@ -239,6 +326,46 @@ int main() {
     }
     report("mix_blocks_paged", timeit([&] { mix_blocks<true><<<(unsigned)((rows + 31) / 32), 256>>>((const uint4*)src, page_of, (uint4*)dst, rows); return cudaGetLastError(); }, true));
     report("mix_blocks_paged_gl", timeit([&] { mix_blocks_paged_gl<<<(unsigned)((rows + 31) / 32), 256>>>((const uint8_t*)src, page_of, (uint4*)dst, rows); return cudaGetLastError(); }, true));
+    // The bulk-copy rows, each checked byte for byte against mix_blocks_paged's output at 64k rows.
+    auto bulk = [&](auto kernel, int rows_per_block, int smem_bytes) {
+      return [=] {
+        kernel<<<(unsigned)((rows + rows_per_block - 1) / rows_per_block), 256, smem_bytes>>>((const uint8_t*)src, page_of,
+                                                                                            (uint8_t*)dst, rows);
+        return cudaGetLastError();
+      };
+    };
+    const auto bulk32 = bulk(mix_bulk_paged<32, false>, 32, 32 * 656);
+    const auto bulk64 = bulk(mix_bulk_paged<64, false>, 64, 64 * 656);
+    const auto bulk32s = bulk(mix_bulk_paged<32, true>, 32, 32 * (656 + 1152));
+    int pipe_per_sm = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&pipe_per_sm, mix_pipe_paged, 256, 0));
+    const int64_t pipe_blocks = std::min<int64_t>((rows + 7) / 8, static_cast<int64_t>(sms) * pipe_per_sm);
+    const auto pipe = [=] {
+      mix_pipe_paged<<<(unsigned)pipe_blocks, 256>>>((const uint4*)src, page_of, (uint4*)dst, rows);
+      return cudaGetLastError();
+    };
+    if (rows == 65536) {
+      mix_blocks<true><<<(unsigned)((rows + 31) / 32), 256>>>((const uint4*)src, page_of, (uint4*)dst, rows);
+      require(cudaGetLastError(), "mix_blocks_paged (reference)");
+      std::vector<uint8_t> want(static_cast<size_t>(rows) * 1152), got(want.size());
+      CK(cudaMemcpy(want.data(), dst, want.size(), cudaMemcpyDeviceToHost));
+      const std::pair<const char*, std::function<cudaError_t()>> checks[] = {
+          {"mix_bulk_paged32", bulk32}, {"mix_bulk_paged64", bulk64}, {"mix_bulk_paged32_bs", bulk32s},
+          {"mix_pipe_paged", pipe}};
+      for (const auto& [name, op] : checks) {
+        CK(cudaMemset(dst, 0, want.size()));
+        require(op(), name);
+        CK(cudaMemcpy(got.data(), dst, got.size(), cudaMemcpyDeviceToHost));
+        if (got != want) {
+          std::fprintf(stderr, "mla-stream-mix: %s wrote other bytes than mix_blocks_paged\n", name);
+          std::exit(1);
+        }
+      }
+    }
+    report("mix_bulk_paged32", timeit(bulk32, true));
+    report("mix_bulk_paged64", timeit(bulk64, true));
+    report("mix_bulk_paged32_bs", timeit(bulk32s, true));
+    report("mix_pipe_paged", timeit(pipe, true));
     report("mix_blocks", timeit([&] { mix_blocks<false><<<(unsigned)((rows + 31) / 32), 256>>>((const uint4*)src, page_of, (uint4*)dst, rows); return cudaGetLastError(); }, true));
     // Grid-stride with 8 blocks of 256 threads per SM (4 per SM was within 2 points of it in the first run, 2026-11-30).
     report("mix_stride2_b8", timeit([&] { mix_stride<2><<<sms * 8, 256>>>((const uint4*)src, (uint4*)dst, rows); return cudaGetLastError(); }, true));

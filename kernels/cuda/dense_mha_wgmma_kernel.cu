@@ -1,10 +1,11 @@
 // Dense MHA (SPEC 4.2) for Hopper, `wgmma` implementation: FlashAttention-3-style forward with
 // warpgroup MMA, TMA loads, warp specialisation and register reallocation. Built only for sm_90a
 // (kernels/CMakeLists.txt); launch_dense_mha (dense_mha_kernel.cu) chooses it. Semantics are those
-// of the host and the `tc` kernel (see dense_mha_kernel.cu), to fp32 accumulation order and exp's
-// last bits (softmax_tile_masked): the kernel loads and multiplies 128-key tiles but runs the
-// online softmax per 64-key half, as the host does per 64-key tile, so m, the bf16 rounding of P
-// and l follow the host step by step. (A 128-key softmax step differs from the host by P's
+// of the host and the `tc` kernel (see dense_mha_kernel.cu), to fp32 accumulation order, exp's
+// last bits (softmax_tile_masked) and out's last bit (a reciprocal per row instead of a division
+// per value: at most 1 bf16 ulp, in rare values): the kernel loads and multiplies 128-key tiles
+// but runs the online softmax per 64-key half, as the host does per 64-key tile, so m, the bf16
+// rounding of P and l follow the host step by step. (A 128-key softmax step differs from the host by P's
 // rounding: up to about 2 bf16 ulps of out at scale 0.5, i.e. past the tests' 2e-2 tolerance at
 // scale >= 1.)
 //
@@ -395,8 +396,9 @@ __device__ __forceinline__ PublishedItem* item_slot(const DenseArgs& a, int s) {
 // A reader warp's read of published item n in two parts (the dynamic schedule; see nth_item):
 // start_read waits for sched_full[n & 1] and issues the slot's four 16-byte loads; finish_read
 // unpacks the item and frees the slot (__syncwarp, then lane 0's release arrive on
-// sched_empty[n & 1], which orders the warp's loads before the slot's next store, as in nth_item). The consumers start item n + 1's read before item n's epilogue and finish it
-// after, so that the loads' round trip to L2 overlaps the epilogue.
+// sched_empty[n & 1], which orders the warp's loads before the slot's next store, as in
+// nth_item). The consumers start item n + 1's read before item n's epilogue and finish it after,
+// so that the loads' round trip to L2 overlaps the epilogue.
 __device__ __forceinline__ PublishedItem start_read(uint32_t sbase, const DenseArgs& a, int n) {
   const int s = n & 1;
   wgmma::mbar_wait(sbase + bar_sched_full(s), (n >> 1) & 1);
@@ -759,19 +761,20 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
     if constexpr (kDynamic) pending = start_read(sbase, a, n + 1);
 
     // Epilogue (runs while the producer loads the next item's Q and key tiles): this thread's two
-    // rows, columns 8 i + 2 tq, + 1. out = bf16(o r), r = 1 / l rounded once per row (0 for a row
-    // without a visible key: l = 0 and o = 0): one multiply per value. Within an ulp of fp32 of
-    // normalize()'s division before the bf16 rounding, so at most one bf16 ulp from it, in rare
-    // values.
+    // rows, columns 8 i + 2 tq, + 1. out = bf16(o r), r = 1 / l rounded once per row: one multiply
+    // per value, within an fp32 ulp of normalize()'s division before the bf16 rounding, so at most
+    // one bf16 ulp from it, in rare values. A row without a visible key (l = 0) is 0, as
+    // normalize() gives, also where o is not (an inf or NaN value times a masked p = 0).
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = row_lo + 8 * half;
       const bool stored = row < it.rows;
       const int64_t t = it.rq.begin + it.i0 + (stored ? row : 0);
-      const float r = l[half] == 0.0f ? 0.0f : __frcp_rn(l[half]);
+      const bool seen = l[half] != 0.0f;
+      const float r = seen ? __frcp_rn(l[half]) : 0.0f;
       uint32_t w[16];
 #pragma unroll
-      for (int i = 0; i < 16; ++i) w[i] = pack_bf16x2(o[4 * i + 2 * half] * r, o[4 * i + 2 * half + 1] * r);
+      for (int i = 0; i < 16; ++i) w[i] = seen ? pack_bf16x2(o[4 * i + 2 * half] * r, o[4 * i + 2 * half + 1] * r) : 0u;
       // Rows past the request are not stored; the lane exchange runs in every lane.
       store_row_words(a.out + (t * H + it.h) * kDv, w, tq, stored);
       if (stored && tq == 0) a.lse[t * H + it.h] = row_lse(m[half], l[half]);

@@ -3,9 +3,9 @@
 //
 // Work split: one warp per token, one token per warp step, the next step's loads issued before
 // this step's work (pack_kernel). Lane l owns elements [16 l, 16 l + 16) of kv_c, which lie in
-// tile l / 8, so the per-tile amax is a max over the 8 lanes of a group (3 xor shuffles). Lane l writes entry
-// bytes [16 l, 16 l + 16) with one 16-byte store; lanes 0, 8, 16, 24 write the four scales; lanes
-// 0..7 copy the 128 RoPE bytes, 16 each.
+// tile l / 8, so the per-tile amax is a max over the 8 lanes of a group (3 xor shuffles). Lane l
+// writes entry bytes [16 l, 16 l + 16) with one 16-byte store; lanes 0, 8, 16, 24 write the four
+// scales; lanes 0..7 copy the 128 RoPE bytes, 16 each.
 //
 // Arithmetic (must match the host exactly): amax = max |x| over the tile starting from 0, NaN
 // inputs ignored (fmaxf / max.f32; the order of the maxima does not matter), scale =
@@ -18,6 +18,9 @@
 // so no value in slot_mapping can make the kernel write outside the cache. Two tokens with the
 // same slot race: the winner is unspecified (the host keeps the last).
 #include <cfloat>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "kernels/common/bf16.h"
 #include "kernels/common/ds_mla_entry.h"
@@ -163,15 +166,33 @@ __global__ void __launch_bounds__(kPackThreads) pack_kernel(const PackArgs a) {
   }
 }
 
+// How many blocks of `kernel` the current device holds at once (at least one per SM), asked once per
+// device and kernel and kept (thread-safe).
+Status resident_blocks(const void* kernel, int64_t* blocks) {
+  static std::mutex mu;
+  static std::map<std::pair<int, const void*>, int64_t> known;
+  int device = 0;
+  MLA_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mu);
+  const auto it = known.find({device, kernel});
+  if (it != known.end()) {
+    *blocks = it->second;
+    return Status();
+  }
+  int sms = 0, per_sm = 0;
+  MLA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  MLA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kPackThreads, 0));
+  *blocks = static_cast<int64_t>(sms) * (per_sm > 0 ? per_sm : 1);
+  known.emplace(std::make_pair(device, kernel), *blocks);
+  return Status();
+}
+
 // The grid: as many blocks as fit on the device at once (persistent), fewer when the tokens need
 // fewer.
 template <bool kVecIn, bool kVecOut>
 Status launch(const PackArgs& a, cudaStream_t stream) {
-  int device = 0, sms = 0, per_sm = 0;
-  MLA_CUDA_CHECK(cudaGetDevice(&device));
-  MLA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  MLA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pack_kernel<kVecIn, kVecOut>, kPackThreads, 0));
-  const int64_t resident = static_cast<int64_t>(sms) * (per_sm > 0 ? per_sm : 1);
+  int64_t resident = 0;
+  MLA_RETURN_IF_ERROR(resident_blocks(reinterpret_cast<const void*>(pack_kernel<kVecIn, kVecOut>), &resident));
   const int64_t needed = cuda_io::grid_blocks(a.num_tokens, kPackWarpsPerBlock * kPackTokensPerWarp);
   const auto grid = static_cast<unsigned>(needed < resident ? needed : resident);
   pack_kernel<kVecIn, kVecOut><<<grid, kPackThreads, 0, stream>>>(a);
