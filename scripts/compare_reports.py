@@ -567,8 +567,9 @@ def reduce_runs(name: str, entries: list[dict[str, Any]], where: str) -> BenchTi
     return BenchTiming(name, center, spread, source)
 
 
-def parse_benchmarks(document: dict[str, Any], role: str, path: Path) -> BenchFile:
-    where = f"{role} file {path}"
+def group_benchmarks(document: dict[str, Any], where: str) -> dict[str, list[dict[str, Any]]]:
+    """The file's entries by run_name (iterations and aggregates of one benchmark), in file order.
+    Also used by plot_sweep.py."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for index, entry in enumerate(require(document, "benchmarks", list, where)):
         if not isinstance(entry, dict):
@@ -584,6 +585,12 @@ def parse_benchmarks(document: dict[str, Any], role: str, path: Path) -> BenchFi
         groups.setdefault(run_name, []).append(entry)
     if not groups:  # a benchmark run that crashed before its first result must not pass
         raise BadInput(f"{where}: holds no benchmark results")
+    return groups
+
+
+def parse_benchmarks(document: dict[str, Any], role: str, path: Path) -> BenchFile:
+    where = f"{role} file {path}"
+    groups = group_benchmarks(document, where)
     context = document.get("context")
     return BenchFile(
         path=path,

@@ -17,9 +17,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# Python tools of scripts/ (pytest for their tests).
+# Python tools of scripts/ (matplotlib for plot_sweep.py, pytest for their tests).
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-if ! python3 -c 'import pytest' >/dev/null 2>&1; then
+if ! python3 -c 'import pytest, matplotlib' >/dev/null 2>&1; then
   python3 -m pip install -q -r "$here/requirements.txt"
 fi
 echo "install_deps: ok"

@@ -1,0 +1,193 @@
+"""Tests of scripts/plot_sweep.py: a subprocess on JSON files written here, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "plot_sweep.py"
+RESULTS = ROOT / "docs" / "results" / "2026-11-30-h200-k"
+
+
+def run(*args: Any) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def median(name: str, time_us: float, **counters: float) -> dict:
+    return {"name": f"{name}/manual_time_median", "run_name": f"{name}/manual_time", "run_type": "aggregate",
+            "aggregate_name": "median", "repetitions": 3, "real_time": time_us, "time_unit": "us", **counters}
+
+
+def iteration(name: str, time_us: float, **counters: float) -> dict:
+    return {"name": f"{name}/manual_time", "run_name": f"{name}/manual_time", "run_type": "iteration",
+            "real_time": time_us, "time_unit": "us", **counters}
+
+
+def bench_file(path: Path, entries: list[dict]) -> Path:
+    path.write_text(json.dumps({"context": {"executable": "mla-bench"}, "benchmarks": entries}))
+    return path
+
+
+def table_rows(stdout: str, op: str) -> list[tuple[str, str, str]]:
+    """The (series, x, value) rows of one operation's Markdown table."""
+    rows, inside = [], False
+    for line in stdout.splitlines():
+        if line.startswith("### "):
+            inside = line.startswith(f"### {op}:")
+        elif inside and line.startswith("| ") and not line.startswith("| series"):
+            rows.append(tuple(cell.strip() for cell in line.strip("|").split("|")))
+    return rows
+
+
+@pytest.fixture
+def cache_bench(tmp_path: Path) -> Path:
+    # pack at two block sizes and three sizes; the values are arbitrary, distinct and known here.
+    entries = []
+    for block, base in (("16", 10.0), ("64", 20.0)):
+        for tokens, extra in (("4096", 1.0), ("1024", 0.0), ("65536", 2.0)):  # not in x order
+            name = f"pack/B:{block}/tokens:{tokens}"
+            entries += [iteration(name, 5.0, pct_of_copy_bw=1.0), median(name, 4.0, pct_of_copy_bw=base + extra)]
+    entries.append(median("convert/B:64/K:2048/rows:512", 7.0, pct_of_copy_bw=30.0, bytes_per_second=2e12))
+    entries.append(median("convert/B:64/K:2048/rows:16384", 70.0, pct_of_copy_bw=88.0, bytes_per_second=3.7e12))
+    return bench_file(tmp_path / "cache.json", entries)
+
+
+def test_table_series_by_parameters_sorted_by_x(cache_bench: Path) -> None:
+    result = run(cache_bench, "--table")
+    assert result.returncode == 0, result.stderr
+    assert table_rows(result.stdout, "pack") == [
+        ("B:16", "1024", "10"), ("B:16", "4096", "11"), ("B:16", "65536", "12"),
+        ("B:64", "1024", "20"), ("B:64", "4096", "21"), ("B:64", "65536", "22"),
+    ]
+    assert "### pack: % of the measured copy bandwidth against tokens" in result.stdout
+    # convert: rows vary, K and B do not; the memory-bound default is % of copy.
+    assert table_rows(result.stdout, "convert") == [("B:64/K:2048", "512", "30"), ("B:64/K:2048", "16384", "88")]
+
+
+def test_metric_and_x_can_be_chosen(cache_bench: Path) -> None:
+    result = run(cache_bench, "--table", "--metric", "bytes_per_second", "--filter", "^convert")
+    assert result.returncode == 0, result.stderr
+    assert table_rows(result.stdout, "convert") == [("B:64/K:2048", "512", "2000"), ("B:64/K:2048", "16384", "3700")]
+    assert "pack" not in result.stdout
+    result = run(cache_bench, "--table", "--metric", "time", "--x", "B", "--filter", "tokens:1024/")
+    assert result.returncode == 0, result.stderr
+    assert table_rows(result.stdout, "pack") == [("tokens:1024", "16", "4"), ("tokens:1024", "64", "4")]
+
+
+def test_iterations_only_are_averaged_and_ties_take_the_last_parameter(tmp_path: Path) -> None:
+    entries = []
+    for reqs, tokens, flops in (("1", "1024", 3e14), ("4", "4096", 4e14), ("8", "8192", 5e14)):
+        name = f"dense_mha/H:128/reqs:{reqs}/tokens:{tokens}"
+        entries += [iteration(name, 10.0, flops_per_second=flops - 1e13), iteration(name, 12.0, flops_per_second=flops + 1e13)]
+    path = bench_file(tmp_path / "dense.json", entries)
+    result = run(path, "--table")
+    assert result.returncode == 0, result.stderr
+    # reqs and tokens both have 3 values: tokens, named last, is x; TFLOP/s, the mean of two runs.
+    assert table_rows(result.stdout, "dense_mha") == [
+        ("H:128/reqs:1", "1024", "300"), ("H:128/reqs:4", "4096", "400"), ("H:128/reqs:8", "8192", "500")]
+    result = run(path, "--table", "--metric", "time")
+    assert table_rows(result.stdout, "dense_mha")[0] == ("H:128/reqs:1", "1024", "11")
+
+
+def test_several_inputs_and_a_peer(tmp_path: Path, cache_bench: Path) -> None:
+    other = bench_file(tmp_path / "after.json", [median("pack/B:64/tokens:1024", 3.0, pct_of_copy_bw=25.0)])
+    peer = tmp_path / "peer.json"
+    peer.write_text(json.dumps({"tool": "peer_torch.py", "timing": {"results": [
+        {"name": "pack/B:64/tokens:1024", "median_s": 2e-4, "pct_of_copy_bw": 0.5},
+        {"name": "pack/B:64/tokens:4096", "median_s": 3e-4, "pct_of_copy_bw": 1.5}]}}))
+    result = run(cache_bench, other, "--label", "before", "--label", "after", "--peer", peer, "--table", "--filter", "B:64")
+    assert result.returncode == 0, result.stderr
+    assert table_rows(result.stdout, "pack") == [
+        ("before: B:64", "1024", "20"), ("before: B:64", "4096", "21"), ("before: B:64", "65536", "22"),
+        ("after: B:64", "1024", "25"), ("peer: B:64", "1024", "0.5"), ("peer: B:64", "4096", "1.5")]
+
+
+def test_star_sweeps_and_a_benchmark_with_an_error(tmp_path: Path) -> None:
+    centre = "sparse_mqa/batch:128/q:2/H:128/K:2048"
+    entries = [median(f"{centre}/seq:16384", 600.0, flops_per_second=2.4e14),
+               median("sparse_mqa/batch:1/q:2/H:128/K:2048/seq:16384", 40.0, flops_per_second=2.5e13),
+               median("sparse_mqa/batch:128/q:2/H:16/K:2048/seq:16384", 90.0, flops_per_second=5e13),
+               {**median(f"{centre}/seq:4096", 1.0, flops_per_second=1.0), "error_occurred": True,
+                "error_message": "out of memory"}]
+    path = bench_file(tmp_path / "sparse.json", entries)
+    result = run(path, "--table")
+    assert result.returncode == 0, result.stderr
+    # The failed benchmark is left out; batch and H vary (2 values each): H, named later, is x.
+    assert table_rows(result.stdout, "sparse_mqa") == [
+        ("batch:128/q:2/K:2048/seq:16384", "16", "50"), ("batch:128/q:2/K:2048/seq:16384", "128", "240"),
+        ("batch:1/q:2/K:2048/seq:16384", "128", "25")]
+    out = tmp_path / "figures"
+    result = run(path, "--out", out)
+    assert result.returncode == 0, result.stderr
+    assert (out / "sparse_mqa.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_figures_png_and_svg(tmp_path: Path, cache_bench: Path) -> None:
+    out = tmp_path / "png"
+    result = run(cache_bench, "--out", out)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [str(out / "pack.png"), str(out / "convert.png")]
+    for name in ("pack.png", "convert.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    out = tmp_path / "svg"
+    result = run(cache_bench, "--out", out, "--format", "svg")
+    assert result.returncode == 0, result.stderr
+    assert "<svg" in (out / "pack.svg").read_text()
+
+
+@pytest.mark.skipif(not (RESULTS / "cache_path-call3.json").is_file(), reason="committed results not present")
+def test_committed_results_plot(tmp_path: Path) -> None:
+    result = run(RESULTS / "cache_path-call3.json", "--peer", RESULTS / "peer-cache.json", "--table")
+    assert result.returncode == 0, result.stderr
+    pack = table_rows(result.stdout, "pack")
+    assert [row[1] for row in pack if row[0] == "B:64"] == ["1024", "4096", "16384", "65536", "262144", "1048576"]
+    assert len([row for row in pack if row[0] == "peer: B:64"]) == 6
+    result = run(RESULTS / "attention.json", "--peer", RESULTS / "peer-attention.json", "--out", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dense_mha.png", "forward.png", "sparse_mqa.png"]
+
+
+@pytest.mark.parametrize(
+    "make, args, code, message",
+    [
+        (lambda d: d / "missing.json", ["--table"], 3, "benchmark file not found"),
+        (lambda d: (d / "bad.json").write_text("{") and d / "bad.json", ["--table"], 3, "is not valid JSON"),
+        (lambda d: (d / "report.json").write_text('{"schema": "mla-harness.report/1"}') and d / "report.json",
+         ["--table"], 3, "is not a Google Benchmark output"),
+        (lambda d: bench_file(d / "empty.json", []), ["--table"], 3, "holds no benchmark results"),
+        (lambda d: bench_file(d / "t.json", [median("pack/tokens:1", 0.0)]), ["--table"], 3, "unusable"),
+        (lambda d: bench_file(d / "ok.json", [median("pack/tokens:1", 1.0)]), [], 2, "give --out DIR"),
+        (lambda d: bench_file(d / "ok.json", [median("pack/tokens:1", 1.0)]), ["--table", "--filter", "("], 2, "--filter"),
+        (lambda d: bench_file(d / "ok.json", [median("pack/tokens:1", 1.0)]), ["--table", "--filter", "gather"], 3,
+         "no benchmark matches"),
+        (lambda d: bench_file(d / "ok.json", [median("pack/tokens:1", 1.0)]), ["--table", "--label", "a", "--label", "b"],
+         2, "2 --label for 1 BENCH"),
+    ],
+    ids=["missing", "malformed", "report", "empty", "zero-time", "no-out", "bad-regex", "no-match", "labels"],
+)
+def test_bad_input(tmp_path: Path, make, args: list[str], code: int, message: str) -> None:
+    result = run(make(tmp_path), *args)
+    assert result.returncode == code, (result.stdout, result.stderr)
+    assert message in result.stderr
+
+
+@pytest.mark.parametrize(
+    "peer, message",
+    [({"tool": "x"}, "no \"timing\" or \"attention_timing\""),
+     ({"timing": {"results": {}}}, "\"results\" is missing or not a list"),
+     ({"timing": {"results": [{"name": "pack/tokens:1", "median_s": 0}]}}, "must be a number > 0"),
+     ({"timing": {"results": [7]}}, "is not an object with a \"name\"")],
+    ids=["no-timing", "results-not-list", "zero-median", "not-object"],
+)
+def test_bad_peer(tmp_path: Path, cache_bench: Path, peer: dict, message: str) -> None:
+    path = tmp_path / "peer.json"
+    path.write_text(json.dumps(peer))
+    result = run(cache_bench, "--peer", path, "--table")
+    assert result.returncode == 3, (result.stdout, result.stderr)
+    assert message in result.stderr
