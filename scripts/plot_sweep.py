@@ -10,18 +10,21 @@ PEER.json: `scripts/peer_torch.py --out` (cache-path or --attention timings), dr
 A benchmark name is OPERATION/key:value/.../[manual_time]. Per operation the x axis is the numeric
 parameter with the most distinct values (ties: the one named last; --x KEY chooses), and every
 combination of the other parameters is one series (one per input file when several are given).
-Operations whose series all have a single point (a sweep that moves one parameter at a time around
-a centre, as the sparse MQA sweep does) get a bar per benchmark instead.
+Operations whose series mostly have a single point (a sweep that moves one parameter at a time
+around a centre, as the sparse MQA sweep does) get a group of bars per benchmark instead. The x axis
+is logarithmic (base 2) when every x is positive.
 
 The y value is the benchmark's own counter, taken from its median aggregate (else the mean over its
-iterations): by default `pct_of_copy_bw` for the memory-bound cache-path operations (pack, gather,
-convert), `flops_per_second` (TFLOP/s) where the benchmark counts FLOPs, else `bytes_per_second`,
-else the time. --metric chooses: pct_of_copy_bw, flops_per_second, bytes_per_second, time.
-The percentages are each run's own: against the copy rate that run (or the peer) measured.
+iterations, else its mean aggregate): by default `pct_of_copy_bw` for the memory-bound cache-path
+operations (pack, gather, convert), `flops_per_second` (TFLOP/s) where the benchmark counts FLOPs,
+else `bytes_per_second`, else the time. --metric chooses: pct_of_copy_bw, flops_per_second,
+bytes_per_second, time. The percentages are each run's own: against the copy rate that run (or the
+peer) measured. Benchmarks that failed (error_occurred; a peer's "error") are left out, with a note.
 
 Writes DIR/OPERATION.FORMAT (png or svg) and prints the files written. Exit status: 0 written,
-2 bad usage, 3 unreadable or malformed input (the message names the file and the problem).
-Needs matplotlib for the figures (scripts/requirements.txt); --table needs only the standard library.
+2 bad usage, 3 unreadable or malformed input, or nothing to draw (the message names the file, the
+field and the problem). Needs matplotlib for the figures (scripts/requirements.txt); --table needs
+only the standard library.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_BAD_INPUT = 3
 
-METRICS = ("pct_of_copy_bw", "flops_per_second", "bytes_per_second", "time")
+COUNTERS = ("pct_of_copy_bw", "flops_per_second", "bytes_per_second")
+METRICS = COUNTERS + ("time",)
 AXIS_LABELS = {
     "pct_of_copy_bw": "% of the measured copy bandwidth",
     "flops_per_second": "TFLOP/s",
@@ -51,26 +55,37 @@ AXIS_LABELS = {
 }
 SCALE = {"pct_of_copy_bw": 1.0, "flops_per_second": 1e-12, "bytes_per_second": 1e-9, "time": 1e6}
 MEMORY_BOUND_OPS = frozenset(("pack", "gather", "convert"))
-# Google Benchmark's own suffixes of a run name, not sweep parameters.
-GB_SUFFIXES = re.compile(r"^(manual_time|real_time|process_time|(iterations|repeats|threads|min_time|min_warmup_time):.*)$")
+# Google Benchmark's own suffixes of a run name that do not tell benchmarks apart (timing method,
+# fixed iteration counts and times). threads:N and repeats:N do: they stay parameters.
+GB_SUFFIXES = re.compile(r"^(manual_time|real_time|process_time|(iterations|min_time|min_warmup_time):.*)$")
 TIME_UNIT_S = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+MAX_BARS = 400  # beyond this a bar chart is unreadable (and past matplotlib's image size)
+
+
+class Usage(Exception):
+    """A usage error found after parsing (exit 2)."""
 
 
 @dataclass(frozen=True)
 class Point:
     """One benchmark of one input: its parsed name and its metrics (SI units; time in seconds)."""
 
-    name: str
     op: str
     params: tuple[tuple[str, str], ...]  # (key, value) in name order; a bare component has key "#i"
     metrics: dict[str, float]
-    source: str  # the input's label
+    source: str  # the input's label ("" for a single BENCH file)
+    peer: bool
+    where: str  # file and benchmark, for messages
+
+    @property
+    def display(self) -> str:
+        return "/".join([self.op] + [v if k.startswith("#") else f"{k}:{v}" for k, v in self.params])
 
 
 @dataclass
 class Series:
     label: str
-    source: str  # the input's label ("" for a single BENCH file)
+    source: str
     peer: bool
     key: tuple  # the parameters other than x: one colour per key, ours solid and the peer's dashed
     xs: list[float] = field(default_factory=list)
@@ -78,11 +93,15 @@ class Series:
     names: list[str] = field(default_factory=list)
 
 
-def split_name(name: str) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """OPERATION and its parameters from a run name, without Google Benchmark's suffixes."""
+def note(message: str) -> None:
+    print(f"plot_sweep.py: {message}", file=sys.stderr)
+
+
+def split_name(name: str, where: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """OPERATION and its parameters from a run name, without Google Benchmark's timing suffixes."""
     parts = [part for part in name.split("/") if part]
     if not parts:
-        raise BadInput(f"benchmark name {name!r} is empty")
+        raise BadInput(f"{where}: benchmark name {name!r} is empty")
     params: list[tuple[str, str]] = []
     for index, part in enumerate(parts[1:], start=1):
         if GB_SUFFIXES.match(part):
@@ -92,31 +111,52 @@ def split_name(name: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     return parts[0], tuple(params)
 
 
-def finite(value: Any) -> float | None:
-    number = as_number(value)
-    return number if number is not None and math.isfinite(number) else None
+def counter(row: dict[str, Any], key: str, where: str) -> float | None:
+    """A rate counter: absent is None; present, it must be a finite number >= 0."""
+    if key not in row:
+        return None
+    value = row[key]
+    number = as_number(value) if not isinstance(value, bool) else None
+    if number is None or not math.isfinite(number) or number < 0:
+        raise BadInput(f"{where}: \"{key}\" is {value!r}, not a finite number >= 0")
+    return number
 
 
-def bench_metrics(entries: list[dict[str, Any]], where: str) -> dict[str, float]:
-    """The counters of one benchmark: its median aggregate's, else the mean over its iterations."""
+def seconds(row: dict[str, Any], where: str) -> float:
+    value, unit = row.get("real_time"), row.get("time_unit", "ns")
+    number = as_number(value) if not isinstance(value, bool) else None
+    if number is None or not math.isfinite(number) or number <= 0:
+        raise BadInput(f"{where}: \"real_time\" is {value!r}, not a number > 0")
+    if not isinstance(unit, str) or unit not in TIME_UNIT_S:
+        raise BadInput(f"{where}: \"time_unit\" is {unit!r}, not one of {', '.join(TIME_UNIT_S)}")
+    return number * TIME_UNIT_S[unit]
+
+
+def bench_metrics(entries: list[dict[str, Any]], where: str) -> dict[str, float] | None:
+    """The counters of one benchmark: its median aggregate's, else the mean over its iterations,
+    else its mean aggregate's (compare_reports.py's order). None when the benchmark failed."""
     if any(entry.get("error_occurred") for entry in entries):
-        return {}
-    median = [e for e in entries if run_type(e) == "aggregate" and e.get("aggregate_name") == "median"]
-    rows = median[:1] or [e for e in entries if run_type(e) == "iteration"]
+        return None
+    aggregates: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        if run_type(entry) == "aggregate":
+            kind = entry.get("aggregate_name")
+            if isinstance(kind, str) and kind in aggregates:
+                raise BadInput(f"{where}: two {kind!r} aggregates")
+            aggregates[str(kind)] = entry
+    iterations = [e for e in entries if run_type(e) == "iteration"]
+    rows = [aggregates["median"]] if "median" in aggregates else iterations or (
+        [aggregates["mean"]] if "mean" in aggregates else [])
     if not rows:
-        raise BadInput(f"{where}: has neither a median aggregate nor iterations")
+        raise BadInput(f"{where}: has no median aggregate, iterations or mean aggregate")
     metrics: dict[str, float] = {}
-    for key in ("pct_of_copy_bw", "flops_per_second", "bytes_per_second"):
-        values = [finite(row.get(key)) for row in rows]
-        if values and all(v is not None for v in values):
-            metrics[key] = sum(values) / len(values)
-    times = []
-    for row in rows:
-        value, unit = finite(row.get("real_time")), row.get("time_unit", "ns")
-        if value is None or value <= 0 or unit not in TIME_UNIT_S:
-            raise BadInput(f"{where}: \"real_time\" / \"time_unit\" {row.get('real_time')!r} / {unit!r} unusable")
-        times.append(value * TIME_UNIT_S[unit])
-    metrics["time"] = sum(times) / len(times)
+    for key in COUNTERS:
+        values = [counter(row, key, where) for row in rows]
+        if any(v is not None for v in values):
+            if any(v is None for v in values):
+                raise BadInput(f"{where}: \"{key}\" is missing in some of its iterations")
+            metrics[key] = sum(values) / len(values)  # type: ignore[arg-type]
+    metrics["time"] = sum(seconds(row, where) for row in rows) / len(rows)
     return metrics
 
 
@@ -124,66 +164,84 @@ def load_bench(path: Path, label: str) -> list[Point]:
     document = load_json(path, "benchmark")
     if "benchmarks" not in document or "context" not in document:
         raise BadInput(f"benchmark file {path} is not a Google Benchmark output (no \"benchmarks\" and \"context\")")
-    points = []
+    points, failed = [], 0
     for run_name, entries in group_benchmarks(document, f"benchmark file {path}").items():
-        op, params = split_name(run_name)
-        metrics = bench_metrics(entries, f"benchmark file {path}: {run_name!r}")
-        if metrics:
-            points.append(Point(run_name, op, params, metrics, label))
+        where = f"benchmark file {path}: {run_name!r}"
+        op, params = split_name(run_name, where)
+        metrics = bench_metrics(entries, where)
+        if metrics is None:
+            failed += 1
+        else:
+            points.append(Point(op, params, metrics, label, False, where))
+    if failed:
+        note(f"benchmark file {path}: {failed} failed benchmark(s) (error_occurred) left out")
     return points
 
 
 def load_peer(path: Path, label: str) -> list[Point]:
     """peer_torch.py's results: {"timing" or "attention_timing": {"results": [...]}}."""
     document = load_json(path, "peer")
-    blocks = [document[key] for key in ("timing", "attention_timing") if isinstance(document.get(key), dict)]
+    blocks = [(key, document[key]) for key in ("timing", "attention_timing") if isinstance(document.get(key), dict)]
     if not blocks:
         raise BadInput(f"peer file {path} has no \"timing\" or \"attention_timing\" (is it peer_torch.py --out?)")
-    points = []
-    for block in blocks:
+    points, failed = [], 0
+    for key, block in blocks:
         results = block.get("results")
         if not isinstance(results, list):
-            raise BadInput(f"peer file {path}: \"results\" is missing or not a list")
+            raise BadInput(f"peer file {path}: \"{key}.results\" is missing or not a list")
         for index, result in enumerate(results):
-            where = f"peer file {path}: results[{index}]"
+            where = f"peer file {path}: {key}.results[{index}]"
             if not isinstance(result, dict) or not isinstance(result.get("name"), str):
                 raise BadInput(f"{where} is not an object with a \"name\"")
-            median = finite(result.get("median_s"))
-            if median is None or median <= 0:
-                raise BadInput(f"{where}: \"median_s\" {result.get('median_s')!r} must be a number > 0")
-            metrics = {"time": median}
-            for key in ("pct_of_copy_bw", "flops_per_second", "bytes_per_second"):
-                value = finite(result.get(key))
+            if result.get("error") is not None:  # peer_torch.py's record of a shape it could not run
+                failed += 1
+                continue
+            median = result.get("median_s")
+            number = as_number(median) if not isinstance(median, bool) else None
+            if number is None or not math.isfinite(number) or number <= 0:
+                raise BadInput(f"{where}: \"median_s\" is {median!r}, not a number > 0")
+            metrics = {"time": number}
+            for name in COUNTERS:
+                value = counter(result, name, where)
                 if value is not None:
-                    metrics[key] = value
-            op, params = split_name(result["name"])
-            points.append(Point(result["name"], op, params, metrics, label))
+                    metrics[name] = value
+            op, params = split_name(result["name"], where)
+            points.append(Point(op, params, metrics, label, True, where))
+    if failed:
+        note(f"peer file {path}: {failed} shape(s) the peer could not run left out")
     return points
 
 
-def numeric(value: str) -> float | None:
-    try:
-        number = float(value)
-    except ValueError:
+def numeric(value: str | None) -> float | None:
+    if value is None or not re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", value):
         return None
+    number = float(value)
     return number if math.isfinite(number) else None
 
 
-def choose_x(points: list[Point], wanted: str | None) -> str | None:
-    """The x parameter of one operation's points: `wanted` when they all have it numerically, else
-    the numeric parameter with the most distinct values (ties: the last in the name)."""
+def numeric_keys(points: list[Point]) -> OrderedDict[str, set[float]]:
+    """The parameters every point has with a numeric value, each with its distinct values."""
     keys: OrderedDict[str, set[float]] = OrderedDict()
     for point in points:
-        for key, value in point.params:
+        for key, _ in point.params:
             keys.setdefault(key, set())
     for key in list(keys):
-        values = [numeric(dict(p.params).get(key, "")) for p in points]
+        values = [numeric(dict(p.params).get(key)) for p in points]
         if any(v is None for v in values):
             del keys[key]
         else:
             keys[key] = set(values)  # type: ignore[arg-type]
+    return keys
+
+
+def choose_x(op: str, points: list[Point], wanted: str | None) -> str | None:
+    """The x parameter of one operation's points: `wanted` when they all have it numerically, else
+    the numeric parameter with the most distinct values (ties: the last in the name)."""
+    keys = numeric_keys(points)
     if wanted is not None:
-        return wanted if wanted in keys else None
+        if wanted in keys:
+            return wanted
+        note(f"{op}: not every benchmark has a numeric {wanted!r}; x chosen automatically")
     best, count = None, 1
     for key, values in keys.items():
         if len(values) >= count and len(values) > 1:
@@ -204,19 +262,31 @@ def choose_metric(op: str, points: list[Point], wanted: str) -> str:
     return "time"
 
 
-def build_series(points: list[Point], x_key: str | None, metric: str, peers: set[str]) -> list[Series]:
-    """Series of one operation, in first-seen order; x sorted within each."""
-    series: OrderedDict[tuple[str, tuple], Series] = OrderedDict()
+def build_series(points: list[Point], x_key: str | None, metric: str) -> list[Series]:
+    """Series of one operation, in first-seen order; x sorted within each. Points without the
+    metric, or (peers) without a numeric x, are left out with a note; one source naming a
+    benchmark twice (names that differ only by timing suffixes) is an error."""
+    series: OrderedDict[tuple[str, bool, tuple], Series] = OrderedDict()
+    seen: set[tuple[str, bool, str, tuple]] = set()
     for point in points:
+        identity = (point.source, point.peer, point.op, point.params)
+        if identity in seen:
+            raise BadInput(f"{point.where}: a second benchmark named {point.display!r} (timing suffixes aside)")
+        seen.add(identity)
         if metric not in point.metrics:
+            note(f"{point.where}: no {metric!r}; left out")
+            continue
+        x = numeric(dict(point.params).get(x_key)) if x_key else None
+        if x_key and x is None:
+            note(f"{point.where}: no numeric {x_key!r} (the x axis); left out")
             continue
         rest = tuple((k, v) for k, v in point.params if k != x_key)
         described = "/".join(v if k.startswith("#") else f"{k}:{v}" for k, v in rest) or point.op
         label = f"{point.source}: {described}" if point.source else described
-        entry = series.setdefault((point.source, rest), Series(label, point.source, point.source in peers, rest))
-        entry.xs.append(numeric(dict(point.params)[x_key]) if x_key else float(len(entry.xs)))
+        entry = series.setdefault((point.source, point.peer, rest), Series(label, point.source, point.peer, rest))
+        entry.xs.append(x if x is not None else float(len(entry.xs)))
         entry.ys.append(point.metrics[metric] * SCALE[metric])
-        entry.names.append(point.name)
+        entry.names.append(point.display)
     for entry in series.values():
         order = sorted(range(len(entry.xs)), key=lambda i: entry.xs[i])
         entry.xs = [entry.xs[i] for i in order]
@@ -241,57 +311,74 @@ def format_x(value: float) -> str:
     return str(int(value)) if value.is_integer() and abs(value) < 1e15 else format_value(value)
 
 
+def cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
 def render_table(op: str, x_key: str | None, metric: str, series: list[Series]) -> str:
-    lines = [f"### {op}: {AXIS_LABELS[metric]}" + (f" against {x_key}" if x_key else ""), ""]
+    lines = [f"### {cell(op)}: {AXIS_LABELS[metric]}" + (f" against {cell(x_key)}" if x_key else ""), ""]
     lines += ["| series | " + ("x | " if x_key else "benchmark | ") + "value |", "|---|---|---|"]
     for entry in series:
         for x, y, name in zip(entry.xs, entry.ys, entry.names):
             where = format_x(x) if x_key else name
-            lines.append(f"| {entry.label} | {where} | {format_value(y)} |")
+            lines.append(f"| {cell(entry.label)} | {cell(where)} | {format_value(y)} |")
     return "\n".join(lines) + "\n"
 
 
 def use_bars(x_key: str | None, series: list[Series]) -> bool:
-    """Bars (one per benchmark) unless most series are lines: a sweep that moves one parameter at a
-    time around a centre gives mostly single-point series."""
+    """Bars (one group per benchmark) unless most series are lines: a sweep that moves one parameter
+    at a time around a centre gives mostly single-point series."""
     if x_key is None:
         return True
     return sum(len(entry.xs) > 1 for entry in series) * 2 <= len(series)
 
 
-def plot_operation(op: str, x_key: str | None, metric: str, series: list[Series], out: Path) -> None:
+def plot_operation(op: str, x_key: str | None, metric: str, series: list[Series], out: Path, fmt: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     keys: OrderedDict[tuple, int] = OrderedDict()
     for entry in series:
         keys.setdefault(entry.key, len(keys))
+    colours = list(plt.get_cmap("tab10" if len(keys) <= 10 else "tab20").colors)
     if not use_bars(x_key, series):
+        # Colour: the parameters; line and marker: the input (peers dashed), so that two runs of
+        # one sweep and the peer of each series can be told apart.
+        styles = [("-", "o"), ("-.", "s"), (":", "^"), ((0, (5, 1, 1, 1)), "D")]
+        inputs: OrderedDict[tuple[str, bool], int] = OrderedDict()
+        for entry in series:
+            if not entry.peer:
+                inputs.setdefault((entry.source, False), len(inputs))
         fig, ax = plt.subplots(figsize=(8, 5))
         for entry in series:
             colour = colours[keys[entry.key] % len(colours)]
-            ax.plot(entry.xs, entry.ys, "--" if entry.peer else "-", marker="o", color=colour, label=entry.label)
-        ax.set_xscale("log", base=2)
+            line, marker = ("--", "x") if entry.peer else styles[inputs[(entry.source, False)] % len(styles)]
+            ax.plot(entry.xs, entry.ys, linestyle=line, marker=marker, color=colour, label=entry.label)
+        if all(x > 0 for entry in series for x in entry.xs):
+            ax.set_xscale("log", base=2)
         ax.set_xlabel(x_key)
         ax.set_ylabel(AXIS_LABELS[metric])
         ax.legend(fontsize=7)
     else:
-        # One group of bars per benchmark (name without the source), one bar per input in the group.
-        groups: OrderedDict[str, dict[str, float]] = OrderedDict()
-        sources: OrderedDict[str, bool] = OrderedDict()
+        # One group of bars per benchmark, one bar per input in the group.
+        groups: OrderedDict[str, dict[tuple[str, bool], float]] = OrderedDict()
+        sources: OrderedDict[tuple[str, bool], None] = OrderedDict()
         for entry in series:
-            sources.setdefault(entry.source, entry.peer)
+            sources.setdefault((entry.source, entry.peer), None)
             for name, y in zip(entry.names, entry.ys):
-                groups.setdefault(re.sub(r"/manual_time$", "", name), {})[entry.source] = y
+                groups.setdefault(name, {})[(entry.source, entry.peer)] = y
+        if len(groups) * len(sources) > MAX_BARS:
+            raise BadInput(f"{op}: {len(groups) * len(sources)} bars are too many for one figure "
+                           f"(at most {MAX_BARS}); choose benchmarks with --filter")
         height = 0.8 / len(sources)
         fig, ax = plt.subplots(figsize=(9, max(3.0, 0.3 * len(groups) * len(sources) + 1.2)))
-        for index, (source, peer) in enumerate(sources.items()):
+        for index, source in enumerate(sources):
             rows = [(g, values[source]) for g, values in enumerate(groups.values()) if source in values]
             ax.barh([g + index * height for g, _ in rows], [y for _, y in rows], height=height,
-                    hatch="//" if peer else None, color=colours[index % len(colours)], label=source or "ours")
+                    hatch="//" if source[1] else None, color=colours[index % len(colours)],
+                    label=source[0] or ("peer" if source[1] else "ours"))
         ax.set_yticks([g + 0.4 - height / 2 for g in range(len(groups))], list(groups), fontsize=7)
         ax.invert_yaxis()
         ax.set_xlabel(AXIS_LABELS[metric])
@@ -299,9 +386,41 @@ def plot_operation(op: str, x_key: str | None, metric: str, series: list[Series]
             ax.legend(fontsize=7)
     ax.set_title(op)
     ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
+    try:
+        fig.tight_layout()
+        fig.savefig(out, format=fmt)
+    except (OSError, ValueError) as error:
+        raise BadInput(f"cannot write {out}: {error}") from None
+    finally:
+        plt.close(fig)
+
+
+def unique_labels(paths: list[Path], explicit: list[str], prefix: str) -> list[str]:
+    """A label per input: the explicit ones (which must differ), else the file names, made unique
+    with their folders and then a number."""
+    if explicit:
+        if len(set(explicit)) != len(explicit):
+            raise Usage("the --label values must differ")
+        return explicit
+    if len(paths) == 1:
+        return [prefix.strip()]
+    labels = [f"{prefix}{path.stem}" for path in paths]
+    if len(set(labels)) != len(labels):
+        labels = [f"{prefix}{path.parent.name}/{path.stem}" for path in paths]
+    if len(set(labels)) != len(labels):
+        labels = [f"{label} #{index + 1}" for index, label in enumerate(labels)]
+    return labels
+
+
+def figure_name(op: str, used: set[str], fmt: str) -> str:
+    """A file name for the operation's figure: safe characters, not starting with a dot, and not one
+    this run has already written (another operation whose name maps to the same one)."""
+    stem = re.sub(r"[^A-Za-z0-9_-]", "_", op) or "_"
+    name, index = f"{stem}.{fmt}", 2
+    while name in used:
+        name, index = f"{stem}-{index}.{fmt}", index + 1
+    used.add(name)
+    return name
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -317,8 +436,9 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--peer", action="append", default=[], type=Path, help="peer_torch.py --out JSON (repeatable)")
     parser.add_argument("--label", action="append", default=[],
                         help="a label per BENCH file, in order (default: the file names when several are given)")
-    parser.add_argument("--out", type=Path, help="directory for the figures (created)")
-    parser.add_argument("--table", action="store_true", help="print the series as Markdown instead of plotting")
+    output = parser.add_mutually_exclusive_group(required=True)
+    output.add_argument("--out", type=Path, help="directory for the figures (created)")
+    output.add_argument("--table", action="store_true", help="print the series as Markdown instead of plotting")
     parser.add_argument("--format", choices=("png", "svg"), default="png")
     parser.add_argument("--metric", choices=("auto",) + METRICS, default="auto")
     parser.add_argument("--x", dest="x_key", help="the parameter for the x axis (default: chosen per operation)")
@@ -327,48 +447,56 @@ def build_parser() -> ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if not args.table and args.out is None:
-        build_parser().error("give --out DIR (or --table)")
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.label and len(args.label) != len(args.bench):
-        build_parser().error(f"{len(args.label)} --label for {len(args.bench)} BENCH files")
+        parser.error(f"{len(args.label)} --label for {len(args.bench)} BENCH files")
     try:
         pattern = re.compile(args.filter)
     except re.error as error:
-        build_parser().error(f"--filter: {error}")
+        parser.error(f"--filter: {error}")
     try:
-        labels = args.label or ([path.stem for path in args.bench] if len(args.bench) > 1 else [""])
+        labels = unique_labels(args.bench, args.label, "")
+        peer_labels = unique_labels(args.peer, [], "peer ") if args.peer else []
+        if set(labels) & set(peer_labels):
+            raise Usage(f"a --label may not be a peer's label ({', '.join(sorted(set(labels) & set(peer_labels)))})")
+    except Usage as error:
+        parser.error(str(error))
+    try:
         points = [p for path, label in zip(args.bench, labels) for p in load_bench(path, label)]
-        peer_labels = ["peer"] if len(args.peer) == 1 else [f"peer {path.stem}" for path in args.peer]
         points += [p for path, label in zip(args.peer, peer_labels) for p in load_peer(path, label)]
+        points = [p for p in points if pattern.search(p.display)]
+        if not points:
+            raise BadInput("no benchmark to draw" + (f" matches --filter {args.filter!r}" if args.filter else ""))
+        operations = by_operation(points)
+        if args.x_key is not None and not any(args.x_key in numeric_keys(ops) for ops in operations.values()):
+            parser.error(f"--x {args.x_key!r}: no operation has it as a numeric parameter in every benchmark")
+        if args.out is not None:
+            try:
+                args.out.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise BadInput(f"cannot create --out {args.out}: {error}") from None
+        drawn, used = 0, set()
+        for op, op_points in operations.items():
+            ours = [p for p in op_points if not p.peer]
+            x_key = choose_x(op, ours or op_points, args.x_key)
+            metric = choose_metric(op, ours or op_points, args.metric)
+            series = build_series(op_points, x_key, metric)
+            if not series:
+                note(f"{op}: no benchmark has {metric!r}; nothing drawn")
+                continue
+            drawn += 1
+            if args.table:
+                print(render_table(op, x_key, metric, series))
+                continue
+            out = args.out / figure_name(op, used, args.format)
+            plot_operation(op, x_key, metric, series, out, args.format)
+            print(out)
+        if not drawn:
+            raise BadInput(f"no benchmark has {args.metric!r}: nothing drawn")
     except BadInput as error:
-        print(f"plot_sweep.py: {error}", file=sys.stderr)
+        note(str(error))
         return EXIT_BAD_INPUT
-    points = [p for p in points if pattern.search(p.name)]
-    if not points:
-        print("plot_sweep.py: no benchmark matches" + (f" --filter {args.filter!r}" if args.filter else ""),
-              file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if args.out is not None and not args.table:
-        try:
-            args.out.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            print(f"plot_sweep.py: cannot create --out {args.out}: {error}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-    for op, op_points in by_operation(points).items():
-        ours = [p for p in op_points if p.source not in peer_labels]
-        x_key = choose_x(ours or op_points, args.x_key)
-        metric = choose_metric(op, ours or op_points, args.metric)
-        series = build_series(op_points, x_key, metric, set(peer_labels))
-        if not series:
-            print(f"plot_sweep.py: {op}: no benchmark has {metric}; skipped", file=sys.stderr)
-            continue
-        if args.table:
-            print(render_table(op, x_key, metric, series))
-            continue
-        out = args.out / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', op)}.{args.format}"
-        plot_operation(op, x_key, metric, series, out)
-        print(out)
     return EXIT_OK
 
 

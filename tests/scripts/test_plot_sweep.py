@@ -75,7 +75,7 @@ def test_metric_and_x_can_be_chosen(cache_bench: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert table_rows(result.stdout, "convert") == [("B:64/K:2048", "512", "2000"), ("B:64/K:2048", "16384", "3700")]
     assert "pack" not in result.stdout
-    result = run(cache_bench, "--table", "--metric", "time", "--x", "B", "--filter", "tokens:1024/")
+    result = run(cache_bench, "--table", "--metric", "time", "--x", "B", "--filter", "tokens:1024$")
     assert result.returncode == 0, result.stderr
     assert table_rows(result.stdout, "pack") == [("tokens:1024", "16", "4"), ("tokens:1024", "64", "4")]
 
@@ -161,11 +161,11 @@ def test_committed_results_plot(tmp_path: Path) -> None:
         (lambda d: (d / "report.json").write_text('{"schema": "mla-harness.report/1"}') and d / "report.json",
          ["--table"], 3, "is not a Google Benchmark output"),
         (lambda d: bench_file(d / "empty.json", []), ["--table"], 3, "holds no benchmark results"),
-        (lambda d: bench_file(d / "t.json", [median("pack/tokens:1", 0.0)]), ["--table"], 3, "unusable"),
-        (lambda d: bench_file(d / "ok.json", [median("pack/tokens:1", 1.0)]), [], 2, "give --out DIR"),
+        (lambda d: bench_file(d / "t.json", [median("pack/tokens:1", 0.0)]), ["--table"], 3, "\"real_time\" is 0.0, not a number > 0"),
+        (lambda d: bench_file(d / "ok.json", [median("pack/tokens:1", 1.0)]), [], 2, "one of the arguments --out --table is required"),
         (lambda d: bench_file(d / "ok.json", [median("pack/tokens:1", 1.0)]), ["--table", "--filter", "("], 2, "--filter"),
         (lambda d: bench_file(d / "ok.json", [median("pack/tokens:1", 1.0)]), ["--table", "--filter", "gather"], 3,
-         "no benchmark matches"),
+         "no benchmark to draw matches --filter 'gather'"),
         (lambda d: bench_file(d / "ok.json", [median("pack/tokens:1", 1.0)]), ["--table", "--label", "a", "--label", "b"],
          2, "2 --label for 1 BENCH"),
     ],
@@ -180,8 +180,8 @@ def test_bad_input(tmp_path: Path, make, args: list[str], code: int, message: st
 @pytest.mark.parametrize(
     "peer, message",
     [({"tool": "x"}, "no \"timing\" or \"attention_timing\""),
-     ({"timing": {"results": {}}}, "\"results\" is missing or not a list"),
-     ({"timing": {"results": [{"name": "pack/tokens:1", "median_s": 0}]}}, "must be a number > 0"),
+     ({"timing": {"results": {}}}, "\"timing.results\" is missing or not a list"),
+     ({"timing": {"results": [{"name": "pack/tokens:1", "median_s": 0}]}}, "\"median_s\" is 0, not a number > 0"),
      ({"timing": {"results": [7]}}, "is not an object with a \"name\"")],
     ids=["no-timing", "results-not-list", "zero-median", "not-object"],
 )
@@ -190,4 +190,109 @@ def test_bad_peer(tmp_path: Path, cache_bench: Path, peer: dict, message: str) -
     path.write_text(json.dumps(peer))
     result = run(cache_bench, "--peer", path, "--table")
     assert result.returncode == 3, (result.stdout, result.stderr)
+    assert message in result.stderr
+
+
+def test_peer_points_without_x_or_with_errors_are_left_out(tmp_path: Path, cache_bench: Path) -> None:
+    peer = tmp_path / "peer.json"
+    peer.write_text(json.dumps({"timing": {"results": [
+        {"name": "pack/B:64/tokens:1024", "median_s": 2e-4, "pct_of_copy_bw": 0.5},
+        {"name": "pack/B:64", "median_s": 2e-4, "pct_of_copy_bw": 0.7},
+        {"name": "pack/B:64/tokens:big", "median_s": 2e-4, "pct_of_copy_bw": 0.8},
+        {"name": "pack/B:64/tokens:4096", "op": "pack", "error": "out of memory"}]}}))
+    result = run(cache_bench, "--peer", peer, "--table", "--filter", "^pack/B:64")
+    assert result.returncode == 0, result.stderr
+    assert [row for row in table_rows(result.stdout, "pack") if row[0].startswith("peer")] == [("peer: B:64", "1024", "0.5")]
+    assert "results[1]: no numeric 'tokens' (the x axis); left out" in result.stderr
+    assert "results[2]: no numeric 'tokens' (the x axis); left out" in result.stderr
+    assert "1 shape(s) the peer could not run left out" in result.stderr
+
+
+def test_labels_stay_apart(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    one = bench_file(tmp_path / "a" / "run.json", [median("pack/tokens:1", 1.0, pct_of_copy_bw=1.0)])
+    two = bench_file(tmp_path / "b" / "run.json", [median("pack/tokens:1", 1.0, pct_of_copy_bw=2.0)])
+    result = run(one, two, "--table")
+    assert result.returncode == 0, result.stderr
+    # One size each: no x axis, one bar per benchmark and input.
+    assert table_rows(result.stdout, "pack") == [("a/run: tokens:1", "pack/tokens:1", "1"),
+                                                 ("b/run: tokens:1", "pack/tokens:1", "2")]
+    result = run(one, two, "--table", "--label", "x", "--label", "x")
+    assert result.returncode == 2 and "the --label values must differ" in result.stderr
+    peer = tmp_path / "peer.json"
+    peer.write_text(json.dumps({"timing": {"results": [{"name": "pack/tokens:1", "median_s": 1e-6}]}}))
+    result = run(one, "--label", "peer", "--peer", peer, "--table")
+    assert result.returncode == 2 and "may not be a peer's label" in result.stderr
+
+
+def test_figure_names_never_collide_and_write_errors_are_reported(tmp_path: Path) -> None:
+    path = bench_file(tmp_path / "odd.json", [median("pack v2/tokens:1", 1.0, pct_of_copy_bw=1.0),
+                                              median("pack_v2/tokens:1", 1.0, pct_of_copy_bw=2.0),
+                                              median("../tokens:1", 1.0, pct_of_copy_bw=3.0)])
+    out = tmp_path / "figures"
+    result = run(path, "--out", out)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [str(out / "pack_v2.png"), str(out / "pack_v2-2.png"), str(out / "__.png")]
+    assert sorted(p.name for p in out.iterdir()) == ["__.png", "pack_v2-2.png", "pack_v2.png"]
+    blocked = tmp_path / "blocked"
+    (blocked / "pack.png").mkdir(parents=True)
+    result = run(bench_file(tmp_path / "p.json", [median("pack/tokens:1", 1.0, pct_of_copy_bw=1.0)]), "--out", blocked)
+    assert result.returncode == 3 and f"cannot write {blocked / 'pack.png'}" in result.stderr
+
+
+def test_non_positive_x_is_drawn_on_a_linear_axis(tmp_path: Path) -> None:
+    path = bench_file(tmp_path / "x.json", [median(f"pack/tokens:{t}", 1.0, pct_of_copy_bw=float(i + 1))
+                                            for i, t in enumerate(("-4", "0", "4", "16"))])
+    result = run(path, "--out", tmp_path / "f")
+    assert result.returncode == 0, result.stderr
+    result = run(path, "--table")
+    assert table_rows(result.stdout, "pack") == [("pack", "-4", "1"), ("pack", "0", "2"), ("pack", "4", "3"), ("pack", "16", "4")]
+
+
+def test_threads_and_repeats_are_parameters_but_timing_suffixes_are_not(tmp_path: Path) -> None:
+    path = bench_file(tmp_path / "t.json", [median("pack/tokens:1/threads:1", 1.0, pct_of_copy_bw=1.0),
+                                            median("pack/tokens:1/threads:2", 1.0, pct_of_copy_bw=2.0),
+                                            median("pack/tokens:2/threads:1", 1.0, pct_of_copy_bw=3.0)])
+    result = run(path, "--table", "--x", "tokens")
+    assert result.returncode == 0, result.stderr
+    assert table_rows(result.stdout, "pack") == [("threads:1", "1", "1"), ("threads:1", "2", "3"), ("threads:2", "1", "2")]
+    twice = bench_file(tmp_path / "twice.json", [
+        {**median("pack/tokens:1", 1.0, pct_of_copy_bw=1.0), "run_name": "pack/tokens:1/manual_time"},
+        {**median("pack/tokens:1", 1.0, pct_of_copy_bw=1.0), "run_name": "pack/tokens:1/real_time"}])
+    result = run(twice, "--table")
+    assert result.returncode == 3 and "a second benchmark named 'pack/tokens:1'" in result.stderr
+
+
+def test_table_cells_escape_pipes(tmp_path: Path) -> None:
+    path = bench_file(tmp_path / "p.json", [median("pack/mode:a|b/tokens:1", 1.0, pct_of_copy_bw=1.0),
+                                            median("pack/mode:a|b/tokens:2", 1.0, pct_of_copy_bw=2.0)])
+    result = run(path, "--table")
+    assert result.returncode == 0, result.stderr
+    assert "| mode:a\\|b | 1 | 1 |" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "entries, args, code, message",
+    [
+        ([median("pack/tokens:1", 1.0, pct_of_copy_bw="7")], ["--table"], 3, "\"pct_of_copy_bw\" is '7', not a finite number >= 0"),
+        ([median("pack/tokens:1", 1.0, pct_of_copy_bw=None)], ["--table"], 3, "\"pct_of_copy_bw\" is None"),
+        ([median("pack/tokens:1", 1.0, pct_of_copy_bw=True)], ["--table"], 3, "\"pct_of_copy_bw\" is True"),
+        ([median("pack/tokens:1", 1.0, pct_of_copy_bw=-5.0)], ["--table"], 3, "\"pct_of_copy_bw\" is -5.0"),
+        ([{**median("pack/tokens:1", 1.0), "time_unit": ["us"]}], ["--table"], 3, "\"time_unit\" is ['us']"),
+        ([median("pack/tokens:1", 1.0), median("pack/tokens:1", 2.0)], ["--table"], 3, "two 'median' aggregates"),
+        ([median("pack/tokens:1", 1.0)], ["--table", "--x", "nope"], 2, "--x 'nope': no operation has it"),
+        ([median("pack/tokens:1", 1.0, pct_of_copy_bw=1.0)], ["--table", "--metric", "flops_per_second"], 3,
+         "no benchmark has 'flops_per_second': nothing drawn"),
+        ([median(f"pack/mode:m{i}", 1.0, pct_of_copy_bw=1.0) for i in range(401)], ["--out", "OUT"], 3,
+         "401 bars are too many for one figure"),
+        ([{**median("pack/tokens:1", 1.0), "error_occurred": True}], ["--table"], 3, "no benchmark to draw"),
+    ],
+    ids=["string-counter", "null-counter", "bool-counter", "negative-counter", "list-unit", "two-medians", "unknown-x",
+         "absent-metric", "too-many-bars", "all-failed"],
+)
+def test_bad_values(tmp_path: Path, entries: list, args: list[str], code: int, message: str) -> None:
+    path = bench_file(tmp_path / "b.json", entries)
+    result = run(path, *[str(tmp_path / "out") if a == "OUT" else a for a in args])
+    assert result.returncode == code, (result.stdout, result.stderr)
     assert message in result.stderr
