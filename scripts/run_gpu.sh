@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One command for a GPU machine: configure, build, test, check, inject, sanitize, benchmark, and
-# compare against a plain-PyTorch peer. Every stage's log goes to RESULTS_DIR; a failed stage is
+# One command for a GPU machine: configure, build, test, check, inject, sanitize, benchmark,
+# compare against a plain-PyTorch peer, and plot the sweep (RESULTS_DIR/plots, where the Python
+# has matplotlib). Every stage's log goes to RESULTS_DIR; a failed stage is
 # recorded and the next one still runs; a summary table is printed at the end, and the exit
 # status is non-zero when any stage failed.
 #
@@ -168,6 +169,17 @@ else
   # shellcheck disable=SC2086
   stage peer 0 -- "$PYTHON" scripts/peer_torch.py --dump "$RESULTS/dump" --out "$RESULTS/peer_torch.json" \
     ${MLA_PEER_ARGS:-}
+fi
+
+# --- Plots --------------------------------------------------------------------------------------
+if [[ ! -s "$RESULTS/bench.json" ]]; then
+  skip plots "no bench.json"
+elif ! "$PYTHON" -c 'import matplotlib' >/dev/null 2>&1; then
+  skip plots "$PYTHON has no matplotlib (scripts/requirements.txt)"
+else
+  peer_args=()
+  [[ -s "$RESULTS/peer_torch.json" ]] && peer_args=(--peer "$RESULTS/peer_torch.json")
+  stage plots 0 -- "$PYTHON" scripts/plot_sweep.py "$RESULTS/bench.json" "${peer_args[@]}" --out "$RESULTS/plots"
 fi
 
 # --- Summary ------------------------------------------------------------------------------------
