@@ -39,8 +39,8 @@ using cuda_io::kWarpSize;
 
 constexpr int kPackThreads = 256;
 constexpr int kPackWarpsPerBlock = kPackThreads / kWarpSize;
-// Tokens per warp step. 1 (64 registers, 4 blocks per SM on H200) reached 89 / 92 / 90 % of the
-// copy rate at 64k / 256k / 1M tokens, 2 (105 registers, 2 blocks) 84 / 92 / 93 %, 4 less.
+// Tokens per warp step. 1 (under 64 registers: 4 blocks per SM) reached 89 / 92 / 90 % of the copy
+// rate at 64k / 256k / 1M tokens on an H200, 2 (105 registers: 2 blocks) 84 / 92 / 93 %, 4 less.
 constexpr int kPackTokensPerWarp = 1;
 constexpr int kLanesPerTile = DsMlaEntry::kTileDims / 16;  // 8 lanes x 16 elements = one tile
 
