@@ -531,13 +531,8 @@ def real_time_ns(entry: dict[str, Any], where: str, allow_zero: bool = False) ->
     return value * TIME_UNIT_NS[unit]
 
 
-def reduce_runs(name: str, entries: list[dict[str, Any]], where: str) -> BenchTiming:
-    """Median aggregate if present, else the mean of the iterations (else the mean aggregate).
-    Spread: the stddev aggregate, else half the range of the iterations, else 0."""
-    errors = [entry.get("error_message") or "error" for entry in entries if entry.get("error_occurred")]
-    if errors:
-        return BenchTiming(name, math.nan, math.nan, "error", error=str(errors[0]))
-    iterations = [real_time_ns(e, f"{where} {e['name']!r}") for e in entries if run_type(e) == "iteration"]
+def aggregates_by_kind(name: str, entries: list[dict[str, Any]], where: str) -> dict[str, dict[str, Any]]:
+    """A benchmark's aggregate entries by aggregate_name; two of one kind are an error."""
     aggregates: dict[str, dict[str, Any]] = {}
     for entry in entries:
         if run_type(entry) != "aggregate":
@@ -548,16 +543,34 @@ def reduce_runs(name: str, entries: list[dict[str, Any]], where: str) -> BenchTi
         if kind in aggregates:  # two runs of one name in one file: which to compare is unknown
             raise BadInput(f"{where}: benchmark {name!r} has two {kind!r} aggregates")
         aggregates[kind] = entry
+    return aggregates
 
+
+def centre_rows(name: str, entries: list[dict[str, Any]], where: str) -> tuple[list[dict[str, Any]], str]:
+    """The entries a benchmark's centre is read from, and how: its median aggregate, else its
+    iterations (their mean), else its mean aggregate. Also used by plot_sweep.py."""
+    aggregates = aggregates_by_kind(name, entries, where)
+    iterations = [e for e in entries if run_type(e) == "iteration"]
     if "median" in aggregates:
-        center, source = real_time_ns(aggregates["median"], f"{where} {name!r} median"), "median aggregate"
-    elif iterations:
-        center, source = sum(iterations) / len(iterations), f"mean of {plural(len(iterations), 'iteration')}"
-    elif "mean" in aggregates:
-        center, source = real_time_ns(aggregates["mean"], f"{where} {name!r} mean"), "mean aggregate"
-    else:
-        raise BadInput(f"{where}: benchmark {name!r} has no median, mean or iteration timing")
+        return [aggregates["median"]], "median aggregate"
+    if iterations:
+        return iterations, f"mean of {plural(len(iterations), 'iteration')}"
+    if "mean" in aggregates:
+        return [aggregates["mean"]], "mean aggregate"
+    raise BadInput(f"{where}: benchmark {name!r} has no median, mean or iteration timing")
 
+
+def reduce_runs(name: str, entries: list[dict[str, Any]], where: str) -> BenchTiming:
+    """Centre: centre_rows' (the mean over its rows). Spread: the stddev aggregate, else half the
+    range of the iterations, else 0."""
+    errors = [entry.get("error_message") or "error" for entry in entries if entry.get("error_occurred")]
+    if errors:
+        return BenchTiming(name, math.nan, math.nan, "error", error=str(errors[0]))
+    rows, source = centre_rows(name, entries, where)
+    times = [real_time_ns(e, f"{where} {e['name']!r}") for e in rows]
+    center = sum(times) / len(times)
+    aggregates = aggregates_by_kind(name, entries, where)
+    iterations = [real_time_ns(e, f"{where} {e['name']!r}") for e in entries if run_type(e) == "iteration"]
     if "stddev" in aggregates:
         spread = real_time_ns(aggregates["stddev"], f"{where} {name!r} stddev", allow_zero=True)
     elif len(iterations) >= 2:

@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_reports import BadInput, as_number, group_benchmarks, load_json, run_type  # noqa: E402
+from compare_reports import (  # noqa: E402
+    BadInput, as_number, centre_rows, group_benchmarks, load_json, real_time_ns)
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -58,7 +59,6 @@ MEMORY_BOUND_OPS = frozenset(("pack", "gather", "convert"))
 # Google Benchmark's own suffixes of a run name that do not tell benchmarks apart (timing method,
 # fixed iteration counts and times). threads:N and repeats:N do: they stay parameters.
 GB_SUFFIXES = re.compile(r"^(manual_time|real_time|process_time|(iterations|min_time|min_warmup_time):.*)$")
-TIME_UNIT_S = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 MAX_BARS = 400  # beyond this a bar chart is unreadable (and past matplotlib's image size)
 
 
@@ -115,40 +115,18 @@ def counter(row: dict[str, Any], key: str, where: str) -> float | None:
     """A rate counter: absent is None; present, it must be a finite number >= 0."""
     if key not in row:
         return None
-    value = row[key]
-    number = as_number(value) if not isinstance(value, bool) else None
-    if number is None or not math.isfinite(number) or number < 0:
-        raise BadInput(f"{where}: \"{key}\" is {value!r}, not a finite number >= 0")
+    number = as_number(row[key])
+    if number is None or number < 0:
+        raise BadInput(f"{where}: \"{key}\" is {row[key]!r}, not a finite number >= 0")
     return number
 
 
-def seconds(row: dict[str, Any], where: str) -> float:
-    value, unit = row.get("real_time"), row.get("time_unit", "ns")
-    number = as_number(value) if not isinstance(value, bool) else None
-    if number is None or not math.isfinite(number) or number <= 0:
-        raise BadInput(f"{where}: \"real_time\" is {value!r}, not a number > 0")
-    if not isinstance(unit, str) or unit not in TIME_UNIT_S:
-        raise BadInput(f"{where}: \"time_unit\" is {unit!r}, not one of {', '.join(TIME_UNIT_S)}")
-    return number * TIME_UNIT_S[unit]
-
-
-def bench_metrics(entries: list[dict[str, Any]], where: str) -> dict[str, float] | None:
-    """The counters of one benchmark: its median aggregate's, else the mean over its iterations,
-    else its mean aggregate's (compare_reports.py's order). None when the benchmark failed."""
+def bench_metrics(name: str, entries: list[dict[str, Any]], where: str) -> dict[str, float] | None:
+    """The counters of one benchmark, from the entries compare_reports.py reads its time from
+    (centre_rows); None when the benchmark failed."""
     if any(entry.get("error_occurred") for entry in entries):
         return None
-    aggregates: dict[str, dict[str, Any]] = {}
-    for entry in entries:
-        if run_type(entry) == "aggregate":
-            kind = entry.get("aggregate_name")
-            if isinstance(kind, str) and kind in aggregates:
-                raise BadInput(f"{where}: two {kind!r} aggregates")
-            aggregates[str(kind)] = entry
-    iterations = [e for e in entries if run_type(e) == "iteration"]
-    rows = [aggregates["median"]] if "median" in aggregates else iterations or (
-        [aggregates["mean"]] if "mean" in aggregates else [])
-    if not rows:
-        raise BadInput(f"{where}: has no median aggregate, iterations or mean aggregate")
+    rows, _ = centre_rows(name, entries, where)
     metrics: dict[str, float] = {}
     for key in COUNTERS:
         values = [counter(row, key, where) for row in rows]
@@ -156,7 +134,7 @@ def bench_metrics(entries: list[dict[str, Any]], where: str) -> dict[str, float]
             if any(v is None for v in values):
                 raise BadInput(f"{where}: \"{key}\" is missing in some of its iterations")
             metrics[key] = sum(values) / len(values)  # type: ignore[arg-type]
-    metrics["time"] = sum(seconds(row, where) for row in rows) / len(rows)
+    metrics["time"] = sum(real_time_ns(row, where) for row in rows) / len(rows) * 1e-9
     return metrics
 
 
@@ -168,7 +146,7 @@ def load_bench(path: Path, label: str) -> list[Point]:
     for run_name, entries in group_benchmarks(document, f"benchmark file {path}").items():
         where = f"benchmark file {path}: {run_name!r}"
         op, params = split_name(run_name, where)
-        metrics = bench_metrics(entries, where)
+        metrics = bench_metrics(run_name, entries, where)
         if metrics is None:
             failed += 1
         else:
@@ -197,8 +175,8 @@ def load_peer(path: Path, label: str) -> list[Point]:
                 failed += 1
                 continue
             median = result.get("median_s")
-            number = as_number(median) if not isinstance(median, bool) else None
-            if number is None or not math.isfinite(number) or number <= 0:
+            number = as_number(median)
+            if number is None or number <= 0:
                 raise BadInput(f"{where}: \"median_s\" is {median!r}, not a number > 0")
             metrics = {"time": number}
             for name in COUNTERS:

@@ -35,24 +35,26 @@ bool kernel_attributes(Kernel kernel, cudaFuncAttributes* attr) {
 }
 
 // probe(device), computed the first time each device is asked about and kept (the answer cannot
-// change while the process runs). Thread-safe.
+// change while the process runs). Thread-safe. T: bool for "can this kernel run here", or a
+// number the launcher sizes its grid with.
+template <class T = bool>
 class PerDeviceAnswer {
  public:
-  explicit PerDeviceAnswer(bool (*probe)(int device)) : probe_(probe) {}
+  explicit PerDeviceAnswer(T (*probe)(int device)) : probe_(probe) {}
 
-  bool get(int device) {
+  T get(int device) {
     std::lock_guard<std::mutex> lock(mu_);
     const auto it = answers_.find(device);
     if (it != answers_.end()) return it->second;
-    const bool answer = probe_(device);
+    const T answer = probe_(device);
     answers_.emplace(device, answer);
     return answer;
   }
 
  private:
   std::mutex mu_;
-  bool (*probe_)(int device);
-  std::map<int, bool> answers_;
+  T (*probe_)(int device);
+  std::map<int, T> answers_;
 };
 
 }  // namespace mla

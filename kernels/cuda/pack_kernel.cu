@@ -18,9 +18,6 @@
 // so no value in slot_mapping can make the kernel write outside the cache. Two tokens with the
 // same slot race: the winner is unspecified (the host keeps the last).
 #include <cfloat>
-#include <map>
-#include <mutex>
-#include <utility>
 
 #include "kernels/common/bf16.h"
 #include "kernels/common/ds_mla_entry.h"
@@ -29,6 +26,7 @@
 #include "kernels/cuda/cache_launchers.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
+#include "kernels/cuda/device_probe.h"
 #include "kernels/cuda/fp8_codec.cuh"
 
 namespace mla {
@@ -166,33 +164,29 @@ __global__ void __launch_bounds__(kPackThreads) pack_kernel(const PackArgs a) {
   }
 }
 
-// How many blocks of `kernel` the current device holds at once (at least one per SM), asked once per
-// device and kernel and kept (thread-safe).
-Status resident_blocks(const void* kernel, int64_t* blocks) {
-  static std::mutex mu;
-  static std::map<std::pair<int, const void*>, int64_t> known;
-  int device = 0;
-  MLA_CUDA_CHECK(cudaGetDevice(&device));
-  std::lock_guard<std::mutex> lock(mu);
-  const auto it = known.find({device, kernel});
-  if (it != known.end()) {
-    *blocks = it->second;
-    return Status();
-  }
+// How many blocks of pack_kernel<kVecIn, kVecOut> `device` holds at once (at least one per SM); 0
+// when the device cannot be queried (the runtime error cleared).
+template <bool kVecIn, bool kVecOut>
+int64_t resident_blocks(int device) {
   int sms = 0, per_sm = 0;
-  MLA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  MLA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kPackThreads, 0));
-  *blocks = static_cast<int64_t>(sms) * (per_sm > 0 ? per_sm : 1);
-  known.emplace(std::make_pair(device, kernel), *blocks);
-  return Status();
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pack_kernel<kVecIn, kVecOut>, kPackThreads, 0) !=
+          cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return static_cast<int64_t>(sms) * (per_sm > 0 ? per_sm : 1);
 }
 
 // The grid: as many blocks as fit on the device at once (persistent), fewer when the tokens need
 // fewer.
 template <bool kVecIn, bool kVecOut>
 Status launch(const PackArgs& a, cudaStream_t stream) {
-  int64_t resident = 0;
-  MLA_RETURN_IF_ERROR(resident_blocks(reinterpret_cast<const void*>(pack_kernel<kVecIn, kVecOut>), &resident));
+  static PerDeviceAnswer<int64_t> resident_on(resident_blocks<kVecIn, kVecOut>);
+  int device = 0;
+  MLA_CUDA_CHECK(cudaGetDevice(&device));
+  const int64_t resident = resident_on.get(device);
+  if (resident <= 0) return Status::error("pack: cannot query the device's multiprocessors and occupancy");
   const int64_t needed = cuda_io::grid_blocks(a.num_tokens, kPackWarpsPerBlock * kPackTokensPerWarp);
   const auto grid = static_cast<unsigned>(needed < resident ? needed : resident);
   pack_kernel<kVecIn, kVecOut><<<grid, kPackThreads, 0, stream>>>(a);
