@@ -246,7 +246,9 @@ void run_sparse(Backend& be, BufferSet& bufs, const Batch& b, const AttentionDat
   p.q_pe = dev.q_pe;
   p.q_pe_token_stride = int64_t{H} * kDr;
   p.q_pe_head_stride = kDr;
-  p.num_tokens = ns;
+  // The injected bug passes validation as the real one did: it states the planned count, which
+  // the buffers (ns rows) do not have, and the launch then reads and writes past them.
+  p.num_tokens = plan_tokens;
   p.num_heads = H;
   p.indices = c.out;
   p.indices_row_stride = K;

@@ -145,6 +145,13 @@ Status SparseMqaParams::validate() const {
                                       "metadata.num_tokens_planned", md.num_tokens_planned));
   MLA_RETURN_IF_ERROR(require_pointer(what, "partial_out", partial_out, "metadata.num_partials", md.num_partials));
   MLA_RETURN_IF_ERROR(require_pointer(what, "partial_lse", partial_lse, "metadata.num_partials", md.num_partials));
+  if (md.num_tokens_planned != num_tokens) {
+    // SPEC 6.4: a plan built for the full batch while q holds the decode rows sends its work items
+    // to (num_tokens_planned - num_tokens) token rows past the end of q, indices, out_lat and lse.
+    return fail(what, ": metadata.num_tokens_planned is ", md.num_tokens_planned, " but num_tokens is ", num_tokens,
+                " (scheduler metadata built for another token count, the out-of-bounds bug of SPEC 6.4; the"
+                " work partition must be planned for exactly the tokens passed)");
+  }
 
   // q, indices and the outputs are touched for every token and by every work item or planned
   // token (even when the plan disagrees with num_tokens).

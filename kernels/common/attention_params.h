@@ -41,8 +41,9 @@ struct SparseMqaWorkItem {
 };
 
 // The work partition ("scheduler metadata"), built on the host for exactly the tokens passed
-// (plan_sparse_mqa in lib/). Device-side data: the kernels trust it, which is why building it for
-// the wrong token count (failure mode 4) corrupts memory instead of failing validation.
+// (plan_sparse_mqa in lib/). validate() refuses a plan whose num_tokens_planned is not num_tokens
+// (failure mode 4, SPEC 6.4); the arrays themselves are device data the kernels trust, so a plan
+// whose items name other tokens than it counts still corrupts memory.
 struct SparseMqaMetadata {
   const SparseMqaWorkItem* items = nullptr;  // [num_items]
   int32_t num_items = 0;

@@ -1111,10 +1111,12 @@ TEST_F(HostAttentionTest, SparseValidateNamesTheProblem) {
   EXPECT_REFUSED(with([](P& p) { p.metadata.num_partials = -1; }), "metadata.num_partials");
   EXPECT_REFUSED(with([](P& p) { p.partial_out = nullptr; }), "partial_out");
   EXPECT_REFUSED(with([](P& p) { p.partial_lse = nullptr; }), "partial_lse");
-  EXPECT_REFUSED(with([](P& p) { p.num_tokens = 0; p.q_nope_lat = nullptr; }), "metadata.num_items");
-  // The metadata's values are device data: a plan for more tokens than q has (failure mode 4)
-  // is well formed and passes validation; only the guards can catch it.
-  EXPECT_TRUE(with([](P& p) { p.num_tokens = 2; }).ok());
+  // No tokens but work items: the items' tokens are the count the pointers must cover.
+  EXPECT_REFUSED(with([](P& p) { p.num_tokens = 0; p.metadata.num_tokens_planned = 0; p.q_nope_lat = nullptr; }),
+                 "q_nope_lat is null but metadata.num_items");
+  // A plan for more (failure mode 4, SPEC 6.4) or fewer tokens than q has.
+  EXPECT_REFUSED(with([](P& p) { p.num_tokens = 2; }), "metadata.num_tokens_planned is 5 but num_tokens is 2");
+  EXPECT_REFUSED(with([](P& p) { p.metadata.num_tokens_planned = 6; }), "SPEC 6.4");
   EXPECT_TRUE(with([](P& p) { p.metadata.num_partials = 0; p.partial_out = nullptr; p.partial_lse = nullptr; }).ok());
 }
 
