@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "tests/kernels/cuda/require_cuda.h"
 
 #if defined(MLA_HAVE_CUDA) && MLA_HAVE_CUDA
 
@@ -194,6 +195,20 @@ void expect_close_f32(const std::vector<float>& ref, const std::vector<float>& g
 
 // --- random inputs --------------------------------------------------------------------------------
 
+// Run-to-run determinism (bitwise): `again`, from a second launch on the same inputs and freshly
+// poisoned outputs, must hold the bytes of `first` (NaN payloads included).
+template <typename T>
+void expect_same_bits(const std::vector<T>& first, const std::vector<T>& again, const std::string& what) {
+  ASSERT_EQ(first.size(), again.size()) << what;
+  std::size_t differ = 0, at = 0;
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    if (std::memcmp(&first[i], &again[i], sizeof(T)) == 0) continue;
+    if (differ++ == 0) at = i;
+  }
+  EXPECT_EQ(differ, 0u) << what << ": " << differ << " of " << first.size()
+                        << " elements differ from the first launch, the first at " << at;
+}
+
 bf16_t bf16_of(double x) { return mla::f32_to_bf16_rne(static_cast<float>(x)); }
 
 std::vector<bf16_t> random_bf16(Rng& rng, std::size_t n, double lo, double hi) {
@@ -215,7 +230,7 @@ class CudaAttentionTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why;
-    if (!mla::cuda_backend_available(&why)) GTEST_SKIP() << "CUDA backend unavailable: " << why;
+    if (!mla::cuda_backend_available(&why)) MLA_SKIP_WITHOUT_CUDA() << "CUDA backend unavailable: " << why;
     std::string error;
     cuda_ = mla::make_cuda_backend(&error);
     ASSERT_NE(cuda_, nullptr) << error;
@@ -289,6 +304,15 @@ TEST_F(CudaAttentionTest, GemmMatchesHost) {
     const auto got = out->read<bf16_t>(kCuda, "C");
     // Elements outside the written blocks keep the poison on both sides: compared too.
     expect_close_bf16(ref, got, name.str());
+    // Bitwise deterministic run to run (cuBLAS: same stream, device and toolkit).
+    out->reset_cuda();
+    mla::GemmParams again = p;
+    again.a = a->ptr<bf16_t>(kCuda);
+    again.b = b->ptr<bf16_t>(kCuda);
+    again.c = out->ptr<bf16_t>(kCuda);
+    require(cuda_->gemm(again), "gemm, second launch");
+    sync();
+    expect_same_bits(got, out->read<bf16_t>(kCuda, "C"), name.str() + ", second launch");
     a->expect_unchanged("A");
     b->expect_unchanged("B");
   }
@@ -458,6 +482,15 @@ TEST_F(CudaAttentionTest, SparseMqaMatchesHost) {
         (void)d_plse->read<float>(kCuda, "partial_lse");
         expect_close_bf16(ref_out, impl_out[i], name + " out_lat vs host");
         expect_close_f32(ref_lse, impl_lse[i], name + " lse vs host", 1e-4, 0.0);
+        // Bitwise deterministic run to run (the split plan's partials and combine included).
+        d_out->reset_cuda();
+        d_lse->reset_cuda();
+        d_pout->reset_cuda();
+        d_plse->reset_cuda();
+        require(cuda_->sparse_mqa(params(kCuda)), "cuda sparse_mqa, second launch");
+        sync();
+        expect_same_bits(impl_out[i], d_out->read<bf16_t>(kCuda, "out_lat"), name + " out_lat, second launch");
+        expect_same_bits(impl_lse[i], d_lse->read<float>(kCuda, "lse"), name + " lse, second launch");
       }
       for (int i = 0; i + 1 < kImpls; ++i) {
         expect_close_bf16(impl_out[kImpls - 1], impl_out[i], name + " out_lat " + impls[i] + " vs simple");
@@ -494,11 +527,14 @@ TEST_F(CudaAttentionTest, BackendInfoNamesTheAttentionKernels) {
 TEST_F(CudaAttentionTest, WgmmaKernelsRunOnHopper) {
   ScopedEnv sparse("MLA_SPARSE_MQA_IMPL", nullptr);
   ScopedEnv dense("MLA_DENSE_MHA_IMPL", nullptr);
-  if (!mla::wgmma_kernels_built()) GTEST_SKIP() << "built without sm_90a (the CUDA architectures do not include 90)";
+  if (!mla::wgmma_kernels_built())
+    GTEST_SKIP() << "built without sm_90a (the CUDA architectures do not include 90); "
+                    "a skip even with MLA_REQUIRE_CUDA";
   int major = 0, minor = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_of(*cuda_)), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_of(*cuda_)), cudaSuccess);
-  if (major != 9 || minor != 0) GTEST_SKIP() << "compute capability " << major << "." << minor << ", not 9.0";
+  if (major != 9 || minor != 0)
+    GTEST_SKIP() << "compute capability " << major << "." << minor << ", not 9.0; a skip even with MLA_REQUIRE_CUDA";
   EXPECT_EQ(cuda_->info().kernels, "sparse_mqa=wgmma dense_mha=wgmma");
 }
 
@@ -706,6 +742,13 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
       impl_lse[i] = d_lse->read<float>(kCuda, "lse");
       expect_close_bf16(ref_out, impl_out[i], name + " out vs host");
       expect_close_f32(ref_lse, impl_lse[i], name + " lse vs host", 1e-4, 0.0);
+      // Bitwise deterministic run to run (wgmma's other schedules are compared with it below).
+      d_out->reset_cuda();
+      d_lse->reset_cuda();
+      require(cuda_->dense_mha(pb.params(kCuda)), "cuda dense_mha, second launch");
+      sync();
+      expect_same_bits(impl_out[i], d_out->read<bf16_t>(kCuda, "out"), name + " out, second launch");
+      expect_same_bits(impl_lse[i], d_lse->read<float>(kCuda, "lse"), name + " lse, second launch");
     }
     // The wgmma kernel's other schedules: one CTA per item (grid), 3 CTAs looping over the items
     // (the grid's path past INT_MAX items), and the default dynamic schedule on 3 CTAs and on 1.
@@ -723,10 +766,8 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
       d_lse->reset_cuda();
       require(cuda_->dense_mha(pb.params(kCuda)), "cuda dense_mha");
       sync();
-      EXPECT_EQ(d_out->read<bf16_t>(kCuda, "out"), impl_out[2]) << name << ": out, vs the default schedule";
-      const auto looped_lse = d_lse->read<float>(kCuda, "lse");
-      EXPECT_EQ(0, std::memcmp(looped_lse.data(), impl_lse[2].data(), looped_lse.size() * sizeof(float)))
-          << name << ": lse, vs the default schedule";
+      expect_same_bits(impl_out[2], d_out->read<bf16_t>(kCuda, "out"), name + ": out, vs the default schedule");
+      expect_same_bits(impl_lse[2], d_lse->read<float>(kCuda, "lse"), name + ": lse, vs the default schedule");
     }
     expect_close_bf16(impl_out[1], impl_out[0], name + " out tc vs simple");
     expect_close_f32(impl_lse[1], impl_lse[0], name + " lse tc vs simple", 1e-4, 0.0);
@@ -771,7 +812,8 @@ TEST_F(CudaAttentionTest, DenseMhaOnTwoStreamsAtOnce) {
   ScopedEnv schedule("MLA_DENSE_WGMMA_SCHEDULE", nullptr);
   ScopedEnv cap("MLA_DENSE_WGMMA_MAX_CTAS", nullptr);
   if (cuda_->info().kernels.find("dense_mha=wgmma") == std::string::npos) {
-    GTEST_SKIP() << "the wgmma dense kernel does not run here: " << cuda_->info().kernels;
+    GTEST_SKIP() << "the wgmma dense kernel does not run here (a skip even with MLA_REQUIRE_CUDA): "
+                 << cuda_->info().kernels;
   }
   std::string error;
   const std::unique_ptr<Backend> other = mla::make_cuda_backend(&error);
@@ -1016,6 +1058,6 @@ TEST_F(CudaAttentionTest, MergeMatchesHost) {
 
 #else  // !MLA_HAVE_CUDA
 
-TEST(CudaAttentionTest, SkippedWithoutCudaBuild) { GTEST_SKIP() << "built without the CUDA backend"; }
+TEST(CudaAttentionTest, SkippedWithoutCudaBuild) { MLA_SKIP_WITHOUT_CUDA() << "built without the CUDA backend"; }
 
 #endif

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "tests/kernels/cuda/require_cuda.h"
 
 #if defined(MLA_HAVE_CUDA) && MLA_HAVE_CUDA
 
@@ -229,7 +230,7 @@ class CudaBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why;
-    if (!mla::cuda_backend_available(&why)) GTEST_SKIP() << "CUDA backend unavailable: " << why;
+    if (!mla::cuda_backend_available(&why)) MLA_SKIP_WITHOUT_CUDA() << "CUDA backend unavailable: " << why;
     std::string error;
     cuda_ = mla::make_cuda_backend(&error);
     ASSERT_NE(cuda_, nullptr) << error;
@@ -931,7 +932,7 @@ TEST_F(CudaBackendTest, ConvertRefusesMismatchedLengths) {
 TEST(CudaBackendTest, Unavailable) {
   std::string why;
   EXPECT_FALSE(mla::cuda_backend_available(&why));
-  GTEST_SKIP() << "this build has no CUDA backend: " << why;
+  MLA_SKIP_WITHOUT_CUDA() << "this build has no CUDA backend: " << why;
 }
 
 #endif  // MLA_HAVE_CUDA
