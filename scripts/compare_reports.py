@@ -24,7 +24,7 @@ REPORT_SCHEMA = "mla-harness.report/1"
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1  # reports: a verdict, a missing check, or (with --fail-on-drift) a metric regressed
-EXIT_PERF_REGRESSION = 2  # benchmark files: a slowdown beyond noise
+EXIT_PERF_REGRESSION = 2  # benchmark files: a slowdown beyond noise, an error or a missing benchmark in NEW
 EXIT_BAD_INVOCATION = 3  # missing/unreadable file, invalid JSON, schema mismatch, mixed kinds, bad option
 
 # Verdicts from best to worst. The last four mean that a check failed.
@@ -328,24 +328,29 @@ def verdict_finding(
     )
 
 
-def missing_finding(subject: tuple[str, str], what: str, verdict: str, options: Options) -> Finding:
+def missing_in_new(subject: tuple[str, ...], detail: str, data: dict[str, Any], options: Options) -> Finding:
+    """Something of BASE that NEW lacks, in either kind of file: lost coverage, so a REGRESSION;
+    a WARNING with --allow-missing."""
     if options.allow_missing:
         return Finding(
-            Severity.WARNING, "missing", subject, "missing in NEW",
-            f"{what} was {verdict}; allowed by --allow-missing", {"base_verdict": verdict},
+            Severity.WARNING, "missing", subject, "missing in NEW", f"{detail}; allowed by --allow-missing", data
         )
-    return Finding(
-        Severity.REGRESSION, "missing", subject, "missing in NEW", f"{what} was {verdict}",
-        {"base_verdict": verdict},
-    )
+    return Finding(Severity.REGRESSION, "missing", subject, "missing in NEW", detail, data)
+
+
+def added_in_new(subject: tuple[str, ...], detail: str, failing: bool, data: dict[str, Any]) -> Finding:
+    """Something of NEW that BASE lacks, in either kind of file: INFO, unless the newcomer fails
+    (a WARNING: worth a look, though not a regression against BASE)."""
+    severity = Severity.WARNING if failing else Severity.INFO
+    return Finding(severity, "added", subject, "added in NEW", detail, data)
+
+
+def missing_finding(subject: tuple[str, str], what: str, verdict: str, options: Options) -> Finding:
+    return missing_in_new(subject, f"{what} was {verdict}", {"base_verdict": verdict}, options)
 
 
 def added_finding(subject: tuple[str, str], what: str, verdict: str) -> Finding:
-    # Info, unless the newcomer fails: worth a look, though not a regression against BASE.
-    severity = Severity.WARNING if verdict in FAILING_VERDICTS else Severity.INFO
-    return Finding(
-        severity, "added", subject, "added in NEW", f"{what}, {verdict}", {"new_verdict": verdict}
-    )
+    return added_in_new(subject, f"{what}, {verdict}", verdict in FAILING_VERDICTS, {"new_verdict": verdict})
 
 
 def is_drift_metric(name: str) -> bool:
@@ -612,12 +617,42 @@ def parse_benchmarks(document: dict[str, Any], role: str, path: Path) -> BenchFi
     )
 
 
-def compare_timing(base: BenchTiming, new: BenchTiming, options: Options) -> Finding | None:
-    """A slowdown is a regression only beyond max(spread BASE, spread NEW, floor x BASE)."""
+def describe_timing(timing: BenchTiming) -> str:
+    """What one file says of a benchmark, for a finding's detail: its error, or its time."""
+    if timing.error is not None:
+        return f"errored: {timing.error}"
+    return f"{format_time(timing.center_ns)} ({timing.source})"
+
+
+def timing_data(role: str, timing: BenchTiming) -> dict[str, Any]:
+    """One file's side of a benchmark for --json: base_ns / new_ns (null when it errored) and
+    base_error / new_error (Google Benchmark's error_message; null when it ran)."""
+    prefix = role.lower()
+    return {f"{prefix}_ns": timing.center_ns, f"{prefix}_error": timing.error}
+
+
+def error_finding(base: BenchTiming, new: BenchTiming) -> Finding:
+    """At least one side has error_occurred. Errored in NEW only: a REGRESSION, whatever the speed
+    was (a kernel that stopped running must not pass the gate); in both: a WARNING (not new); in
+    BASE only: INFO (it now runs; there is no time to compare it with)."""
     subject = (base.name,)
-    if base.error or new.error:
-        role, error = ("NEW", new.error) if new.error else ("BASE", base.error)
-        return Finding(Severity.WARNING, "error", subject, f"error in {role}", error or "")
+    data = {**timing_data("BASE", base), **timing_data("NEW", new)}
+    if base.error is None:
+        detail = f"{new.error} (BASE: {describe_timing(base)})"  # the message first: the table truncates
+        return Finding(Severity.REGRESSION, "error", subject, "errored in NEW", detail, data)
+    if new.error is None:
+        detail = f"{describe_timing(new)}; BASE {describe_timing(base)}"
+        return Finding(Severity.INFO, "error", subject, "now runs", detail, data)
+    detail = new.error if new.error == base.error else f"{new.error} (BASE: {base.error})"
+    return Finding(Severity.WARNING, "error", subject, "errored in BASE and NEW", detail, data)
+
+
+def compare_timing(base: BenchTiming, new: BenchTiming, options: Options) -> Finding | None:
+    """A slowdown is a regression only beyond max(spread BASE, spread NEW, floor x BASE); a
+    benchmark with an error on either side goes to error_finding."""
+    subject = (base.name,)
+    if base.error is not None or new.error is not None:
+        return error_finding(base, new)
     delta = new.center_ns - base.center_ns
     limit = max(base.spread_ns, new.spread_ns, options.perf_floor * base.center_ns)
     if abs(delta) <= limit:
@@ -674,7 +709,8 @@ def compare_benchmarks(base: BenchFile, new: BenchFile, options: Options) -> Com
     for name, base_timing in base.timings.items():
         new_timing = new.timings.get(name)
         if new_timing is None:
-            findings.append(Finding(Severity.INFO, "missing", (name,), "only in BASE"))
+            detail = f"BASE: {describe_timing(base_timing)}"
+            findings.append(missing_in_new((name,), detail, timing_data("BASE", base_timing), options))
             continue
         compared += 1
         finding = compare_timing(base_timing, new_timing, options)
@@ -682,9 +718,12 @@ def compare_benchmarks(base: BenchFile, new: BenchFile, options: Options) -> Com
             within_noise += 1
         else:
             findings.append(finding)
-    for name in new.timings:
+    for name, new_timing in new.timings.items():
         if name not in base.timings:
-            findings.append(Finding(Severity.INFO, "added", (name,), "only in NEW"))
+            findings.append(added_in_new(
+                (name,), f"NEW: {describe_timing(new_timing)}", new_timing.error is not None,
+                timing_data("NEW", new_timing),
+            ))
 
     notes = []
     base_host, new_host = base.context.get("host_name"), new.context.get("host_name")
@@ -858,9 +897,11 @@ benchmark files
   real_time, else the mean of its iterations) and a spread (the stddev aggregate, else half the
   range of the iterations, else 0), in a common time unit. NEW is a performance REGRESSION when
     new - base > max(spread BASE, spread NEW, --perf-floor * base).
-  A speed-up beyond the same limit is listed as IMPROVED and never fails. A benchmark that
-  reports an error is a WARNING; one present in only one file is INFO. User counters are not
-  compared.
+  A speed-up beyond the same limit is listed as IMPROVED and never fails. A benchmark with
+  error_occurred (Google Benchmark's error_message is shown) is a REGRESSION when it errored in
+  NEW only, a WARNING when it errored in both files, INFO ("now runs") when it errored in BASE
+  only. A benchmark of BASE missing in NEW is a REGRESSION (a WARNING with --allow-missing); one
+  added in NEW is INFO (a WARNING when it errored). User counters are not compared.
 
 output
   A table of the changes only (regressions first), then one summary line. --json OUT also writes
@@ -869,7 +910,7 @@ output
 exit codes
   {EXIT_OK}  no regression
   {EXIT_REGRESSION}  reports: a regression
-  {EXIT_PERF_REGRESSION}  benchmark files: a performance regression
+  {EXIT_PERF_REGRESSION}  benchmark files: a regression (slower beyond noise, errored in NEW, missing in NEW)
   {EXIT_BAD_INVOCATION}  bad invocation: missing or unreadable file (a directory, FIFO or device is not read),
      invalid JSON (NaN and Infinity literals included: the tools write null), schema mismatch, a
      report compared with a benchmark file, a malformed document (e.g. a compared metric that is
@@ -908,10 +949,11 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("base", metavar="BASE", type=Path, help="the reference file (e.g. from the main branch)")
     parser.add_argument("new", metavar="NEW", type=Path, help="the file under review")
     parser.add_argument("--json", metavar="OUT", type=Path, help="also write the comparison as JSON to OUT")
+    parser.add_argument("--allow-missing", action="store_true",
+                        help="a scenario, check or benchmark of BASE missing in NEW is a warning, "
+                             "not a regression")
 
     reports = parser.add_argument_group("reports")
-    reports.add_argument("--allow-missing", action="store_true",
-                         help="a scenario or check missing in NEW is a warning, not a regression")
     reports.add_argument("--strict-skip", action="store_true",
                          help="PASS -> SKIP is a regression, not a warning")
     reports.add_argument("--fail-on-drift", action="store_true",

@@ -486,14 +486,109 @@ def test_iterations_only_use_mean_and_half_range(tmp_path):
     assert run_compare(tmp_path, iterations([990, 1010]), iterations([1090, 1110])).returncode == 2
 
 
-def test_benchmarks_in_one_file_only_are_info(tmp_path):
-    base = make_bench({"BM_Decode/64": (1000.0, 10.0), "BM_Old": (10.0, 1.0)})
+def test_a_benchmark_added_in_new_is_info(tmp_path):
+    base = make_bench({"BM_Decode/64": (1000.0, 10.0)})
     new = make_bench({"BM_Decode/64": (1000.0, 10.0), "BM_New": (10.0, 1.0)})
     result = run_compare(tmp_path, base, new)
-    assert result.returncode == 0
-    info = finding_lines(result, "INFO")
-    assert any("BM_Old" in line and "only in BASE" in line for line in info)
-    assert any("BM_New" in line and "only in NEW" in line for line in info)
+    assert result.returncode == 0, result.stdout + result.stderr
+    [line] = finding_lines(result, "INFO")
+    assert "BM_New" in line and "added in NEW" in line
+    assert "0 regressions, 0 warnings" in result.stdout
+
+
+def errored_entries(name: str, message: str, repetitions: int = 3) -> list[dict]:
+    """A benchmark ended by SkipWithError, as Google Benchmark writes it: iterations with
+    error_occurred and error_message, zero times, no aggregates."""
+    return [{"name": name, "run_name": name, "run_type": "iteration", "family_index": 0,
+             "per_family_instance_index": 0, "repetitions": repetitions, "repetition_index": i, "threads": 1,
+             "iterations": 0, "real_time": 0.0, "cpu_time": 0.0, "time_unit": "ns",
+             "error_occurred": True, "error_message": message}
+            for i in range(repetitions)]
+
+
+def with_error(bench: dict, name: str, message: str) -> dict:
+    """A copy of bench in which benchmark `name` errored with `message`."""
+    bench = copy.deepcopy(bench)
+    bench["benchmarks"] = [e for e in bench["benchmarks"] if e["run_name"] != name] + errored_entries(name, message)
+    return bench
+
+
+TWO_BENCHMARKS = {"BM_Decode/64": (1000.0, 10.0), "BM_Prefill/4096": (50_000.0, 500.0)}
+SETUP_FAILED = "setup or first run failed: CUDA error: an illegal memory access was encountered"
+
+
+def test_a_benchmark_that_errors_in_new_only_is_a_regression(tmp_path):
+    base = make_bench(TWO_BENCHMARKS)
+    new = with_error(base, "BM_Decode/64", SETUP_FAILED)
+    result = run_compare(tmp_path, base, new)
+    assert result.returncode == 2, result.stdout + result.stderr
+    [line] = finding_lines(result, "REGRESSION")
+    assert "BM_Decode/64" in line and "errored in NEW" in line
+    assert "setup or first run failed: CUDA error" in line  # Google Benchmark's error_message
+    assert "REGRESSION (exit 2)." in result.stdout
+    # Even when it was fast: an error is not a speed-up.
+    assert not finding_lines(result, "IMPROVED")
+
+
+def test_an_error_in_new_is_in_the_json_with_both_sides(tmp_path):
+    base = make_bench(TWO_BENCHMARKS)
+    out = tmp_path / "comparison.json"
+    result = run_compare(tmp_path, base, with_error(base, "BM_Decode/64", SETUP_FAILED), "--json", str(out))
+    assert result.returncode == 2
+    summary = json.loads(out.read_text())
+    assert summary["exit_code"] == 2 and summary["counts"]["regression"] == 1
+    [finding] = summary["findings"]
+    assert (finding["severity"], finding["category"], finding["change"]) == ("REGRESSION", "error", "errored in NEW")
+    assert finding["new_error"] == SETUP_FAILED and finding["base_error"] is None
+    assert finding["base_ns"] == pytest.approx(1000.0) and finding["new_ns"] is None
+
+
+def test_a_benchmark_that_errors_in_both_is_a_warning(tmp_path):
+    base = with_error(make_bench(TWO_BENCHMARKS), "BM_Prefill/4096", "does not fit: 96 GiB of device memory")
+    result = run_compare(tmp_path, base, base)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not finding_lines(result, "REGRESSION")
+    [line] = finding_lines(result, "WARNING")
+    assert "BM_Prefill/4096" in line and "errored in BASE and NEW" in line and "does not fit" in line
+    assert "OK (exit 0)." in result.stdout
+
+
+def test_a_benchmark_that_errored_in_base_only_now_runs(tmp_path):
+    new = make_bench(TWO_BENCHMARKS)
+    base = with_error(new, "BM_Decode/64", SETUP_FAILED)
+    result = run_compare(tmp_path, base, new)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not finding_lines(result, "REGRESSION") and not finding_lines(result, "WARNING")
+    [line] = finding_lines(result, "INFO")
+    assert "BM_Decode/64" in line and "now runs" in line and "BASE errored: setup or first run failed" in line
+
+
+def test_a_benchmark_missing_in_new_is_a_regression(tmp_path):
+    base = make_bench(TWO_BENCHMARKS)
+    new = make_bench({"BM_Decode/64": (1000.0, 10.0)})
+    result = run_compare(tmp_path, base, new)
+    assert result.returncode == 2, result.stdout + result.stderr
+    [line] = finding_lines(result, "REGRESSION")
+    assert "BM_Prefill/4096" in line and "missing in NEW" in line  # the wording of a missing scenario
+    assert "REGRESSION (exit 2)." in result.stdout
+
+
+def test_a_benchmark_missing_in_new_is_a_warning_with_allow_missing(tmp_path):
+    base = make_bench(TWO_BENCHMARKS)
+    new = make_bench({"BM_Decode/64": (1000.0, 10.0)})
+    result = run_compare(tmp_path, base, new, "--allow-missing")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not finding_lines(result, "REGRESSION")
+    [line] = finding_lines(result, "WARNING")
+    assert "BM_Prefill/4096" in line and "missing in NEW" in line and "allowed by --allow-missing" in line
+    assert "OK (exit 0)." in result.stdout
+
+
+def test_allow_missing_does_not_excuse_an_error_in_new(tmp_path):
+    base = make_bench(TWO_BENCHMARKS)
+    result = run_compare(tmp_path, base, with_error(base, "BM_Decode/64", SETUP_FAILED), "--allow-missing")
+    assert result.returncode == 2
+    assert "errored in NEW" in finding_lines(result, "REGRESSION")[0]
 
 
 # ---------------------------------------------------------------------------------------------
