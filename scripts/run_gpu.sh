@@ -1,28 +1,67 @@
 #!/usr/bin/env bash
-# One command for a GPU machine: configure, build, test, check, inject, sanitize, benchmark,
-# compare against a plain-PyTorch peer, and plot the sweep (RESULTS_DIR/plots, where the Python
-# has matplotlib). Every stage's log goes to RESULTS_DIR; a failed stage is
-# recorded and the next one still runs; a summary table is printed at the end, and the exit
-# status is non-zero when any stage failed.
+# One command for a GPU machine: configure, build, test (GPU tests included: they must not skip
+# for want of a GPU), check the suite and the failure injections on the CUDA backend, sanitize,
+# benchmark the cache path and attention, compare both against plain-PyTorch peers, and plot the
+# sweeps (RESULTS_DIR/plots, where the Python has matplotlib). Every stage's log and JSON goes to
+# RESULTS_DIR; a failed stage is recorded and the next one still runs; a summary table is printed
+# at the end (and kept in RESULTS_DIR/summary.tsv), and the exit status is non-zero when any stage
+# failed. Nothing falls back to the host: without a working GPU the GPU stages FAIL.
 #
 #   scripts/run_gpu.sh [RESULTS_DIR]          (default results/YYYYmmdd-HHMMSS)
+#
+# Stages and what they write in RESULTS_DIR (NAME.log for each):
+#   configure, build                 cmake, with MLA_ENABLE_CUDA=ON
+#   ctest                            every CTest test, with MLA_REQUIRE_CUDA=1: a GPU test that
+#                                    finds no usable CUDA backend fails instead of skipping
+#   check                            mla-check --backend cuda on the suite: check.json
+#   inject-list, inject-NAME         mla-check --list-injections, then one mla-check --backend cuda
+#                                    --inject NAME per listed injection (each must be caught:
+#                                    exit 1): inject-NAME.json
+#   sanitizer                        scripts/sanitize_suite.sh: sanitizer.tsv, sanitizer/TOOL/*.log
+#   bench, stream-mix                mla-bench --backend cuda, cache_path sweep: bench.json
+#   bench-attention                  mla-bench --backend cuda --sweep attention (sparse MQA, dense
+#                                    MHA, the forward step): bench-attention.json
+#   peer-dump, peer                  peer_torch.py: bit-exact check of the cache-path operations on
+#                                    the GPU, and their timing: dump/, peer_torch.json
+#   peer-attention                   peer_torch.py --attention --ours bench-attention.json (SDPA
+#                                    for dense MHA, gather + matmul for sparse MQA, on the GPU):
+#                                    peer_attention.json
+#   plots                            plot_sweep.py over bench*.json and the peers': plots/
 #
 # Environment:
 #   MLA_CUDA_ARCH=90            CMAKE_CUDA_ARCHITECTURES
 #   MLA_BUILD_DIR=build         build directory
-#   MLA_JOBS=N                  parallel build jobs, mla-check scenario processes, sanitizer processes (default: all cores; sanitizer processes at most 6)
+#   MLA_JOBS=N                  parallel build jobs and ctest tests (default: all cores), mla-check
+#                               scenario processes (default: mla-check's own, at most 8 on the GPU)
+#                               and sanitizer processes (default: at most 6)
 #   MLA_SKIP_BUILD=1            skip configure + build (use an existing build)
 #   MLA_SKIP_CTEST=1  MLA_SKIP_CHECK=1  MLA_SKIP_INJECT=1  MLA_SKIP_SANITIZER=1
-#   MLA_SKIP_BENCH=1  MLA_SKIP_PEER=1                       skip that stage
+#   MLA_SKIP_BENCH=1  MLA_SKIP_BENCH_ATTENTION=1  MLA_SKIP_PEER=1  MLA_SKIP_PEER_ATTENTION=1
+#                               skip that stage (MLA_SKIP_BENCH: bench and stream-mix)
+#   MLA_CTEST_ARGS=...          extra ctest arguments (e.g. -L kernels, -R Cuda)
+#   MLA_REQUIRE_CUDA=1          for the ctest stage (default 1): the GPU tests fail, with their skip
+#                               message, when the CUDA backend is unavailable; 0 lets them skip.
+#                               Skips that are legitimate on a working GPU (not compute capability
+#                               9.0, built without sm_90a) stay skips either way
 #   MLA_SANITIZER_TOOLS="memcheck racecheck initcheck"      compute-sanitizer tools to run
 #   MLA_SANITIZER_ARGS=...      mla-check selection under the sanitizers (e.g. --filter X)
 #   MLA_SANITIZER_TIMEOUT=900   seconds per sanitizer process
 #   MLA_SANITIZER_PER_CHECK=1   one sanitizer process per tool, scenario and check (mla-check --check)
+#   MLA_SANITIZER_EXTERNAL_OK=1 (default 1) racecheck runs whose hazards are all in kernels outside
+#                               this project (cuBLAS's nvjet_* GEMMs: status EXTERNAL in
+#                               sanitizer.tsv) do not fail the stage; 0 makes them fail it. They
+#                               are listed in sanitizer.tsv and the sanitizer log either way
 #   MLA_CHECK_ARGS=...          extra mla-check arguments for the suite run
 #   MLA_INJECT_ARGS=...         extra mla-check arguments for the injection runs (e.g. --scenario X)
-#   MLA_BENCH_ARGS=...          extra mla-bench arguments (e.g. --quick, --benchmark_filter=gather)
-#   MLA_PEER_ARGS=...           extra scripts/peer_torch.py arguments (e.g. --sweep quick)
-#   MLA_PYTHON=python3          the Python that holds PyTorch
+#   MLA_BENCH_ARGS=...          extra mla-bench arguments, bench stage (e.g. --quick, --benchmark_filter=gather)
+#   MLA_ATTENTION_SWEEP=attention  the sweep of bench-attention and peer-attention (e.g. quick)
+#   MLA_BENCH_ATTENTION_ARGS=...   extra mla-bench arguments, bench-attention stage (e.g.
+#                               --benchmark_filter=sparse_mqa --benchmark_repetitions=3)
+#   MLA_PEER_ARGS=...           extra scripts/peer_torch.py arguments, peer stage (e.g. --sweep quick)
+#   MLA_PEER_ATTENTION_ARGS=... extra scripts/peer_torch.py arguments, peer-attention stage (e.g.
+#                               --filter dense_mha --iters 20)
+#   MLA_PYTHON=python3          the Python that holds PyTorch (stages that need it are skipped,
+#                               SKIP, where it has none)
 set -u -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,7 +74,9 @@ BUILD="${MLA_BUILD_DIR:-build}"
 BIN="$BUILD/bin"
 JOBS="${MLA_JOBS:-$(nproc 2>/dev/null || echo 4)}"
 PYTHON="${MLA_PYTHON:-python3}"
-INJECTIONS=(unbounded-convert ignore-seq-starts flat-fp8-gather page-size-576 full-batch-metadata split-mismatch)
+# mla-check's processes share the GPU: --jobs only when MLA_JOBS asks, else mla-check's own cap.
+CHECK_JOBS="${MLA_JOBS:-0}"
+ATTENTION_SWEEP="${MLA_ATTENTION_SWEEP:-attention}"
 SUMMARY="$RESULTS/summary.tsv"
 : >"$SUMMARY"
 ANY_FAILED=0
@@ -99,7 +140,11 @@ have() { [[ -x "$BIN/$1" ]]; }
 if skipped MLA_SKIP_CTEST; then
   skip ctest "MLA_SKIP_CTEST=1"
 else
-  stage ctest 0 -- ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"
+  # MLA_REQUIRE_CUDA: the GPU tests' "CUDA backend unavailable" skip is a failure here
+  # (tests/kernels/cuda/require_cuda.h); without it a machine whose GPU does not work would pass.
+  # shellcheck disable=SC2086
+  stage ctest 0 -- env MLA_REQUIRE_CUDA="${MLA_REQUIRE_CUDA:-1}" ctest --test-dir "$BUILD" --output-on-failure \
+    -j "$JOBS" ${MLA_CTEST_ARGS:-}
 fi
 
 # --- Suite and injections -----------------------------------------------------------------------
@@ -108,8 +153,10 @@ if skipped MLA_SKIP_CHECK; then
 elif ! have mla-check; then
   record check FAIL 0 "$BIN/mla-check was not built"
 else
+  # --backend cuda, not auto: without a working GPU this fails (exit 2) instead of passing on the host.
   # shellcheck disable=SC2086
-  stage check 0 -- "$BIN/mla-check" --jobs "$JOBS" --report "$RESULTS/check.json" ${MLA_CHECK_ARGS:-}
+  stage check 0 -- "$BIN/mla-check" --backend cuda --jobs "$CHECK_JOBS" --report "$RESULTS/check.json" \
+    ${MLA_CHECK_ARGS:-}
 fi
 
 if skipped MLA_SKIP_INJECT; then
@@ -117,11 +164,39 @@ if skipped MLA_SKIP_INJECT; then
 elif ! have mla-check; then
   record inject FAIL 0 "$BIN/mla-check was not built"
 else
-  # Each injected failure must be caught: mla-check exits 1 (a check failed).
+  # The injections are the ones this mla-check knows: the first word of each line of
+  # `mla-check --list-injections` (NAME caught by CHECK as VERDICT  DESCRIPTION).
+  INJECTIONS=()
+  list_log="$RESULTS/inject-list.log"
+  list_start=$(date +%s)
+  list_rc=0
+  "$BIN/mla-check" --list-injections >"$list_log" 2>&1 || list_rc=$?
+  list_secs=$(( $(date +%s) - list_start ))
+  bad_line=""
+  while read -r inj _; do
+    [[ -z "$inj" ]] && continue
+    if [[ "$inj" =~ ^[a-z0-9][a-z0-9-]*$ ]]; then
+      INJECTIONS+=("$inj")
+    else
+      bad_line="$inj"
+      break
+    fi
+  done <"$list_log"
+  if [[ "$list_rc" != 0 ]]; then
+    record inject-list FAIL "$list_secs" "mla-check --list-injections exited $list_rc: no injection run, log inject-list.log"
+  elif [[ -n "$bad_line" ]]; then
+    record inject-list FAIL "$list_secs" "mla-check --list-injections: '$bad_line' is not an injection name: no injection run, log inject-list.log"
+  elif [[ ${#INJECTIONS[@]} == 0 ]]; then
+    record inject-list FAIL "$list_secs" "mla-check --list-injections listed no injection, log inject-list.log"
+  else
+    record inject-list PASS "$list_secs" "${#INJECTIONS[@]} injections: ${INJECTIONS[*]}"
+  fi
+  # Each injected failure must be caught on the GPU: mla-check exits 1 (a check failed); 2 when
+  # the CUDA backend is unavailable or the selection cannot exercise the injection.
   for inj in "${INJECTIONS[@]}"; do
     # shellcheck disable=SC2086
-    stage "inject-$inj" 1 -- "$BIN/mla-check" --inject "$inj" --jobs "$JOBS" --quiet --report "$RESULTS/inject-$inj.json" \
-      ${MLA_INJECT_ARGS:-}
+    stage "inject-$inj" 1 -- "$BIN/mla-check" --backend cuda --inject "$inj" --jobs "$CHECK_JOBS" --quiet \
+      --report "$RESULTS/inject-$inj.json" ${MLA_INJECT_ARGS:-}
   done
 fi
 
@@ -135,9 +210,11 @@ elif ! have mla-check; then
 else
   # One process per tool and scenario (or scenario and check), MLA_JOBS at once if set in the
   # environment (sanitize_suite.sh reads it there), else at most 6: the processes share the GPU.
+  # MLA_SANITIZER_EXTERNAL_OK=1 by default: racecheck reports hazards inside cuBLAS's own GEMM
+  # kernels (EXTERNAL in sanitizer.tsv), which would fail every run on a healthy GPU.
   # shellcheck disable=SC2086
-  stage sanitizer 0 -- env MLA_BUILD_DIR="$BUILD" scripts/sanitize_suite.sh "$RESULTS" \
-    ${MLA_SANITIZER_ARGS:-}
+  stage sanitizer 0 -- env MLA_BUILD_DIR="$BUILD" MLA_SANITIZER_EXTERNAL_OK="${MLA_SANITIZER_EXTERNAL_OK:-1}" \
+    scripts/sanitize_suite.sh "$RESULTS" ${MLA_SANITIZER_ARGS:-}
 fi
 
 # --- Benchmarks ---------------------------------------------------------------------------------
@@ -157,7 +234,19 @@ else
   fi
 fi
 
+# Attention: sparse MQA, dense MHA and the forward step, against the bf16 GEMM rate of the run.
+if skipped MLA_SKIP_BENCH_ATTENTION; then
+  skip bench-attention "MLA_SKIP_BENCH_ATTENTION=1"
+elif ! have mla-bench; then
+  record bench-attention FAIL 0 "$BIN/mla-bench was not built"
+else
+  # shellcheck disable=SC2086
+  stage bench-attention 0 -- "$BIN/mla-bench" --backend cuda --sweep "$ATTENTION_SWEEP" \
+    "--benchmark_out=$RESULTS/bench-attention.json" --benchmark_out_format=json ${MLA_BENCH_ATTENTION_ARGS:-}
+fi
+
 # --- Peer (PyTorch) -----------------------------------------------------------------------------
+# --device cuda / --timing-device cuda: the peers run on the GPU or fail (no CPU fallback).
 if skipped MLA_SKIP_PEER; then
   skip peer "MLA_SKIP_PEER=1"
 elif ! "$PYTHON" -c 'import torch' >/dev/null 2>&1; then
@@ -167,19 +256,42 @@ elif ! have mla-bench; then
 else
   stage peer-dump 0 -- "$BIN/mla-bench" --backend cuda --dump "$RESULTS/dump"
   # shellcheck disable=SC2086
-  stage peer 0 -- "$PYTHON" scripts/peer_torch.py --dump "$RESULTS/dump" --out "$RESULTS/peer_torch.json" \
-    ${MLA_PEER_ARGS:-}
+  stage peer 0 -- "$PYTHON" scripts/peer_torch.py --dump "$RESULTS/dump" --device cuda \
+    --out "$RESULTS/peer_torch.json" ${MLA_PEER_ARGS:-}
+fi
+
+# SDPA (dense MHA) and gather + matmul (sparse MQA) on the attention sweep's shapes, with our
+# times from bench-attention.json beside them (ours / peer).
+if skipped MLA_SKIP_PEER_ATTENTION; then
+  skip peer-attention "MLA_SKIP_PEER_ATTENTION=1"
+elif ! "$PYTHON" -c 'import torch' >/dev/null 2>&1; then
+  skip peer-attention "$PYTHON has no torch"
+else
+  ours_args=()
+  if [[ -s "$RESULTS/bench-attention.json" ]]; then
+    ours_args=(--ours "$RESULTS/bench-attention.json")
+  else
+    echo "peer-attention: no bench-attention.json: the peer's times alone, without ours beside them"
+  fi
+  # shellcheck disable=SC2086
+  stage peer-attention 0 -- "$PYTHON" scripts/peer_torch.py --attention --sweep "$ATTENTION_SWEEP" \
+    --timing-device cuda "${ours_args[@]}" --out "$RESULTS/peer_attention.json" ${MLA_PEER_ATTENTION_ARGS:-}
 fi
 
 # --- Plots --------------------------------------------------------------------------------------
-if [[ ! -s "$RESULTS/bench.json" ]]; then
-  skip plots "no bench.json"
+bench_files=() peer_args=()
+for f in bench.json bench-attention.json; do
+  [[ -s "$RESULTS/$f" ]] && bench_files+=("$RESULTS/$f")
+done
+for f in peer_torch.json peer_attention.json; do
+  [[ -s "$RESULTS/$f" ]] && peer_args+=(--peer "$RESULTS/$f")
+done
+if [[ ${#bench_files[@]} == 0 ]]; then
+  skip plots "no bench.json or bench-attention.json"
 elif ! "$PYTHON" -c 'import matplotlib' >/dev/null 2>&1; then
   skip plots "$PYTHON has no matplotlib (scripts/requirements.txt)"
 else
-  peer_args=()
-  [[ -s "$RESULTS/peer_torch.json" ]] && peer_args=(--peer "$RESULTS/peer_torch.json")
-  stage plots 0 -- "$PYTHON" scripts/plot_sweep.py "$RESULTS/bench.json" "${peer_args[@]}" --out "$RESULTS/plots"
+  stage plots 0 -- "$PYTHON" scripts/plot_sweep.py "${bench_files[@]}" "${peer_args[@]}" --out "$RESULTS/plots"
 fi
 
 # --- Summary ------------------------------------------------------------------------------------
