@@ -12,9 +12,14 @@
 (c) --attention: timing of the two attention routes on the "attention" shapes of a sweep (default
     sweep: attention), the same way, with mla-bench's FLOP and byte models, against this script's
     own bf16 GEMM rate and copy bandwidth:
-      dense_mha   torch.nn.functional.scaled_dot_product_attention(is_causal=True) in bf16 on
-                  q = [q_nope, q_pe] (192), k = [k_nope, k_pe] (192), v (128), one batched call when
-                  the requests are equally long, else one call per request;
+      dense_mha   torch.nn.functional.scaled_dot_product_attention in bf16 on q = [q_nope, q_pe]
+                  [nq, H, 192], k = [k_nope, k_pe] [nk, H, 192], v [nk, H, 128] per request, one
+                  batched call when the requests are equally long, else one call per request; the
+                  mask as the shape's name says: causal self-attention is_causal=True, bottom-right
+                  causal with more keys than queries (/keys:K) attn_mask =
+                  torch.nn.attention.bias.causal_lower_right(nq, nk) (PyTorch >= 2.3; else an
+                  explicit boolean lower-right mask, built untimed), /mask:none no mask. Each
+                  result says which it used ("mask");
       sparse_mqa  index_select of the selected 576-wide bf16 rows from a bf16 cache built from
                   fp8_ds_mla entries (dequantized once, untimed), then bmm(q_lat, K^T), scale and
                   mask in fp32, logsumexp + exp (softmax), bmm(P in bf16, V = K[..., :512]).
@@ -548,6 +553,48 @@ def equal_split(total, parts):
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
+def dense_mha_name(h, r, n, keys_per_request, causal):
+    """mla-bench's name (dense_mha_name): keys and mask only when they are not causal self-attention."""
+    name = f"dense_mha/H:{h}/reqs:{r}/tokens:{n}"
+    if keys_per_request is not None:
+        name += f"/keys:{keys_per_request}"
+    if not causal:
+        name += "/mask:none"
+    return name
+
+
+def dense_group_shapes(g, path):
+    """(name, params) of one dense_mha group: the cartesian product heads x tokens x requests x
+    keys_per_request x causal, in mla-bench's order, with its refusal of a causal request with fewer
+    keys than queries (ValueError naming the JSON path)."""
+    keys = g.get("keys_per_request", [None])
+    causal = g.get("causal", [True])
+    for key, values in (("keys_per_request", keys), ("causal", causal)):
+        if not isinstance(values, list) or not values:
+            raise ValueError(f"{path}/{key}: expected a non-empty list")
+    if any(not isinstance(c, bool) for c in causal):
+        raise ValueError(f"{path}/causal: expected true or false")
+    if "keys_per_request" in g and any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in keys):
+        raise ValueError(f"{path}/keys_per_request: expected integers >= 1")
+    for h, n, r, (ki, k), c in itertools.product(g["heads"], g["tokens"], g["requests"], enumerate(keys), causal):
+        if r > n:
+            raise ValueError(f"{path}/requests: {r} requests cannot share {n} tokens")
+        longest = -(-n // r)
+        if c and k is not None and k < longest:
+            raise ValueError(f"{path}/keys_per_request/{ki}: keys_per_request {k} is less than the {longest} "
+                             f"queries of a request ({n} tokens in {r} requests): bottom-right causal attention "
+                             f"needs keys >= queries")
+        yield dense_mha_name(h, r, n, k, c), {"heads": h, "tokens": n, "requests": r, "keys_per_request": k,
+                                              "causal": c}
+
+
+def dense_lengths(prm):
+    """(query lengths, key lengths) of the requests of a dense_mha shape."""
+    q_lens = equal_split(prm["tokens"], prm["requests"])
+    k = prm.get("keys_per_request")
+    return q_lens, [k if k is not None else l for l in q_lens]
+
+
 def attention_shapes(sweep):
     """(name, op, params) of the sweep's sparse_mqa and dense_mha shapes, named as mla-bench names
     them (each group's cartesian product, duplicates dropped, file order)."""
@@ -567,12 +614,11 @@ def attention_shapes(sweep):
                                     "block_size": block}))
     dn = att.get("dense_mha")
     if dn:
-        for g in dn["shapes"]:
-            for h, n, r in itertools.product(g["heads"], g["tokens"], g["requests"]):
-                name = f"dense_mha/H:{h}/reqs:{r}/tokens:{n}"
+        for i, g in enumerate(dn["shapes"]):
+            for name, prm in dense_group_shapes(g, f"/attention/dense_mha/shapes/{i}"):
                 if name not in seen:
                     seen.add(name)
-                    shapes.append((name, "dense_mha", {"heads": h, "tokens": n, "requests": r}))
+                    shapes.append((name, "dense_mha", prm))
     fw = att.get("forward")
     if fw:
         for b in fw["batches"]:
@@ -588,11 +634,18 @@ def sparse_model(prm, unique_entries):
     return flops, nbytes
 
 
+def dense_pairs(prm):
+    """Attended (query, key) pairs: bottom-right causal (causal_pairs) or every pair (unmasked)."""
+    q_lens, k_lens = dense_lengths(prm)
+    causal = prm.get("causal", True)
+    return sum(causal_pairs(nq, nk) if causal else nq * nk for nq, nk in zip(q_lens, k_lens))
+
+
 def dense_model(prm):
     h, n = prm["heads"], prm["tokens"]
-    pairs = sum(causal_pairs(l, l) for l in equal_split(n, prm["requests"]))
-    flops = pairs * h * DENSE_FLOPS_PER_PAIR
-    nbytes = n * h * DENSE_Q_BYTES_PER_HEAD + n * (h * DENSE_KV_BYTES_PER_HEAD + DENSE_KPE_BYTES)
+    total_k = sum(dense_lengths(prm)[1])
+    flops = dense_pairs(prm) * h * DENSE_FLOPS_PER_PAIR
+    nbytes = n * h * DENSE_Q_BYTES_PER_HEAD + total_k * (h * DENSE_KV_BYTES_PER_HEAD + DENSE_KPE_BYTES)
     return flops, nbytes
 
 
@@ -617,18 +670,65 @@ def sparse_attention_torch(q_lat, cache_bf16, slots, scale):
     return out, lse
 
 
-def dense_attention_torch(q, k, v, lens):
-    """The dense route: q, k [N, H, 192], v [N, H, 128] bf16; causal within each request."""
+def lower_right_mask(nq, nk, device):
+    """The attn_mask of bottom-right causal attention (query i sees keys j <= i + nk - nq) and how it
+    was made: torch.nn.attention.bias.causal_lower_right (PyTorch >= 2.3), else a boolean [nq, nk]."""
+    try:
+        from torch.nn.attention.bias import causal_lower_right
+    except ImportError:
+        causal_lower_right = None
+    if causal_lower_right is not None:
+        return causal_lower_right(nq, nk), "causal_lower_right"
+    mask = torch.ones(nq, nk, dtype=torch.bool, device=device).tril(diagonal=nk - nq)
+    return mask, "explicit lower-right bool mask"
+
+
+def dense_mask_kind(nq, nk, causal):
+    """How the peer masks a request: "none", "is_causal" (square causal: top-left and bottom-right
+    agree) or "lower_right" (causal with nq != nk: PyTorch's is_causal would be top-left)."""
+    if not causal:
+        return "none"
+    return "is_causal" if nq == nk else "lower_right"
+
+
+def dense_masks(q_lens, k_lens, causal, device):
+    """The masking of each request length pair {(nq, nk): (attn_mask or None, description)} and
+    one line for all of them: is_causal=True, causal_lower_right / explicit lower-right bool mask,
+    or none."""
+    masks = {}
+    for nq, nk in zip(q_lens, k_lens):
+        if (nq, nk) not in masks:
+            kind = dense_mask_kind(nq, nk, causal)
+            masks[(nq, nk)] = (lower_right_mask(nq, nk, device) if kind == "lower_right"
+                               else (None, "is_causal=True" if kind == "is_causal" else "none"))
+    return masks, " + ".join(sorted({how for _, how in masks.values()}))
+
+
+def dense_attention_torch(q, k, v, q_lens, k_lens, causal, masks=None):
+    """The dense route: q [sum q_lens, H, 192], k [sum k_lens, H, 192], v [sum k_lens, H, 128] bf16,
+    request r's queries attending to its own keys, bottom-right causal or unmasked; `masks` from
+    dense_masks (built here when None). Returns the output [sum q_lens, H, 128] bf16."""
     f = torch.nn.functional.scaled_dot_product_attention
-    if len(set(lens)) == 1:
-        r, l = len(lens), lens[0]
-        shape = lambda x: x.view(r, l, x.shape[1], x.shape[2]).transpose(1, 2)   # [R, H, L, D]
-        return f(shape(q), shape(k), shape(v), is_causal=True).transpose(1, 2).reshape(q.shape[0], q.shape[1], -1)
-    outs, start = [], 0
-    for l in lens:
-        sl = lambda x: x[start:start + l].unsqueeze(0).transpose(1, 2)
-        outs.append(f(sl(q), sl(k), sl(v), is_causal=True).transpose(1, 2)[0])
-        start += l
+    if masks is None:
+        masks = dense_masks(q_lens, k_lens, causal, q.device)[0]
+
+    def attend(qq, kk, vv, nq, nk):   # [R, H, L, D] each
+        mask, how = masks[(nq, nk)]
+        if mask is not None:
+            return f(qq, kk, vv, attn_mask=mask)
+        return f(qq, kk, vv, is_causal=how == "is_causal=True")
+
+    if len(set(q_lens)) == 1 and len(set(k_lens)) == 1:
+        r, nq, nk = len(q_lens), q_lens[0], k_lens[0]
+        shape = lambda x, l: x.view(r, l, x.shape[1], x.shape[2]).transpose(1, 2)   # [R, H, L, D]
+        out = attend(shape(q, nq), shape(k, nk), shape(v, nk), nq, nk)
+        return out.transpose(1, 2).reshape(q.shape[0], q.shape[1], -1)
+    outs, qs, ks = [], 0, 0
+    for nq, nk in zip(q_lens, k_lens):
+        sl = lambda x, start, l: x[start:start + l].unsqueeze(0).transpose(1, 2)
+        outs.append(attend(sl(q, qs, nq), sl(k, ks, nk), sl(v, ks, nk), nq, nk).transpose(1, 2)[0])
+        qs += nq
+        ks += nk
     return torch.cat(outs, dim=0)
 
 
@@ -661,14 +761,17 @@ def setup_sparse(prm, device, gen):
 
 
 def setup_dense(prm, device, gen):
+    """Inputs of one dense_mha shape; returns (fn, the masking it uses)."""
     h, n = prm["heads"], prm["tokens"]
-    lens = equal_split(n, prm["requests"])
+    q_lens, k_lens = dense_lengths(prm)
+    nk = sum(k_lens)
     q = uniform_bf16((n, h, QK_HEAD_DIM), 1.0, device, gen)
-    k_nope = uniform_bf16((n, h, NOPE_HEAD_DIM), 0.4, device, gen)
-    k_pe = uniform_bf16((n, 1, QK_HEAD_DIM - NOPE_HEAD_DIM), 0.4, device, gen)
-    k = torch.cat([k_nope, k_pe.expand(n, h, -1)], dim=2)   # the user's concatenation, untimed
-    v = uniform_bf16((n, h, V_HEAD_DIM), 0.4, device, gen)
-    return lambda: dense_attention_torch(q, k, v, lens)
+    k_nope = uniform_bf16((nk, h, NOPE_HEAD_DIM), 0.4, device, gen)
+    k_pe = uniform_bf16((nk, 1, QK_HEAD_DIM - NOPE_HEAD_DIM), 0.4, device, gen)
+    k = torch.cat([k_nope, k_pe.expand(nk, h, -1)], dim=2)   # the user's concatenation, untimed
+    v = uniform_bf16((nk, h, V_HEAD_DIM), 0.4, device, gen)
+    masks, how = dense_masks(q_lens, k_lens, prm.get("causal", True), device)   # untimed
+    return (lambda: dense_attention_torch(q, k, v, q_lens, k_lens, prm.get("causal", True), masks)), how
 
 
 def time_fn(fn, flush, iters, warmup, device):
@@ -753,33 +856,36 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
     print(f"peer attention timing on {device_name}: sweep {sweep_path}, bf16 GEMM {gemm_n}^3 "
           f"{gemm / 1e12:.2f} TFLOP/s, copy {copy_bw / 1e9:.1f} GB/s, median of {iters}"
           + (f", L2 flush {flush.numel()} bytes" if flush is not None else " (CPU: warm cache, no flush)"))
-    print(f"  {'benchmark':<46} {'median us':>11} {'TFLOP/s':>8} {'% gemm':>7} {'GB/s':>8} {'% copy':>7}"
+    shapes = attention_shapes(sweep)
+    width = max([46] + [len(name) for name, _, _ in shapes])
+    print(f"  {'benchmark':<{width}} {'median us':>11} {'TFLOP/s':>8} {'% gemm':>7} {'GB/s':>8} {'% copy':>7}"
           f" {'ours us':>10} {'ours/peer':>9}")
     results = []
     gen = torch.Generator().manual_seed(seed)
-    for name, op, prm in attention_shapes(sweep):
+    for name, op, prm in shapes:
         if name_filter and not re.search(name_filter, name):
             continue
         if op == "forward":
-            print(f"  {name:<46} no peer (the peers cover the two attention routes)")
+            print(f"  {name:<{width}} no peer (the peers cover the two attention routes)")
             continue
         if max_flops is not None and model_flops(op, prm) > max_flops:
-            print(f"  {name:<46} above the sweep's host.max_attention_flops: not timed on the CPU")
+            print(f"  {name:<{width}} above the sweep's host.max_attention_flops: not timed on the CPU")
             continue
         def measure():
             if op == "sparse_mqa":
                 fn, unique = setup_sparse(prm, device, gen)
                 flops, nbytes = sparse_model(prm, unique)
+                mask = None
             else:
-                fn = setup_dense(prm, device, gen)
+                fn, mask = setup_dense(prm, device, gen)
                 flops, nbytes = dense_model(prm)
-            return time_fn(fn, flush, iters, warmup, device), flops, nbytes
+            return time_fn(fn, flush, iters, warmup, device), flops, nbytes, mask
 
         # RuntimeError too: e.g. no SDPA kernel for these dims on this device.
-        timed = guarded_timing(name, op, 46, results, measure, also=RuntimeError)
+        timed = guarded_timing(name, op, width, results, measure, also=RuntimeError)
         if timed is None:
             continue
-        times, flops, nbytes = timed
+        times, flops, nbytes, mask = timed
         med = statistics.median(times)
         entry = {
             "name": name, "op": op, "iterations": iters, "median_s": med, "min_s": min(times),
@@ -787,14 +893,17 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
             "flops_per_second": flops / med, "pct_of_gemm_rate": 100.0 * flops / med / gemm,
             "bytes_per_second": nbytes / med, "pct_of_copy_bw": 100.0 * nbytes / med / copy_bw,
         }
+        if mask is not None:
+            entry["mask"] = mask   # dense: is_causal=True, causal_lower_right, explicit ... mask, none
         ours_s = ours.get(name)
         if ours_s:
             entry["ours_s"] = ours_s
             entry["ours_over_peer"] = ours_s / med
         results.append(entry)
-        print(f"  {name:<46} {med * 1e6:>11.2f} {entry['flops_per_second'] / 1e12:>8.3f} "
+        print(f"  {name:<{width}} {med * 1e6:>11.2f} {entry['flops_per_second'] / 1e12:>8.3f} "
               f"{entry['pct_of_gemm_rate']:>7.1f} {entry['bytes_per_second'] / 1e9:>8.1f} {entry['pct_of_copy_bw']:>7.1f}"
-              + (f" {ours_s * 1e6:>10.2f} {ours_s / med:>9.3f}" if ours_s else f" {'-':>10} {'-':>9}"))
+              + (f" {ours_s * 1e6:>10.2f} {ours_s / med:>9.3f}" if ours_s else f" {'-':>10} {'-':>9}")
+              + (f"  mask: {mask}" if mask is not None else ""))
         if device.type == "cuda":
             torch.cuda.empty_cache()
     return {

@@ -274,9 +274,7 @@ struct Shape {
         return "sparse_mqa/batch:" + std::to_string(sparse.batch) + "/q:" + std::to_string(sparse.query_tokens) +
                "/H:" + std::to_string(sparse.heads) + "/K:" + std::to_string(sparse.topk) +
                "/seq:" + std::to_string(sparse.seq_len);
-      case Op::kDense:
-        return "dense_mha/H:" + std::to_string(dense.heads) + "/reqs:" + std::to_string(dense.requests) +
-               "/tokens:" + std::to_string(dense.tokens);
+      case Op::kDense: return dense_mha_name(dense);
       case Op::kForward:
         return "forward/" + forward.name + "/H:" + std::to_string(forward.heads) + "/K:" + std::to_string(forward.topk);
     }
@@ -450,17 +448,24 @@ Status prepare_dense(Backend& b, const DenseMhaShape& sh, std::unique_ptr<Prepar
   AttentionState& s = state();
   const int32_t H = sh.heads;
   const int64_t N = sh.tokens;
+  const std::vector<int64_t> lens = equal_split(N, sh.requests);
+  const int64_t nk = dense_mha_total_keys(sh);
   Rng rng = Rng(s.env->sweep.seed)
                 .fork(kStreamDense)
                 .fork(static_cast<uint64_t>(N) * 1000003u + static_cast<uint64_t>(H) * 101u +
                       static_cast<uint64_t>(sh.requests));
+  // Self-attention keeps the stream it always had (same inputs as before the key count was a
+  // parameter); an explicit key count gets its own.
+  if (sh.keys_per_request > 0) rng = rng.fork(static_cast<uint64_t>(sh.keys_per_request));
   auto p = std::make_unique<PreparedDense>();
   // Queries uniform in [-1, 1]; keys and values in [-0.4, 0.4] (the spread of up-projected
-  // N(0, 0.1^2) latents by N(0, 0.1^2) weights).
+  // N(0, 0.1^2) latents by N(0, 0.1^2) weights). q [N, H, 192], k [nk, H, 192] (k_pe shared by
+  // the heads), v [nk, H, 128]: with self-attention (N == nk) drawn in the same order as always.
   {
     std::vector<bf16_t> x(static_cast<size_t>(N * H * kNopeHeadDim));
     fill_uniform_bf16(x, rng, 1.0f);
     check_alloc(p->q_nope.upload(b, x));
+    x.assign(static_cast<size_t>(nk * H * kNopeHeadDim), 0);
     fill_uniform_bf16(x, rng, 0.4f);
     check_alloc(p->k_nope.upload(b, x));
     fill_uniform_bf16(x, rng, 0.4f);
@@ -468,14 +473,17 @@ Status prepare_dense(Backend& b, const DenseMhaShape& sh, std::unique_ptr<Prepar
     x.assign(static_cast<size_t>(N * H * (kQkHeadDim - kNopeHeadDim)), 0);
     fill_uniform_bf16(x, rng, 1.0f);
     check_alloc(p->q_pe.upload(b, x));
-    x.assign(static_cast<size_t>(N * (kQkHeadDim - kNopeHeadDim)), 0);
+    x.assign(static_cast<size_t>(nk * (kQkHeadDim - kNopeHeadDim)), 0);
     fill_uniform_bf16(x, rng, 0.4f);
     check_alloc(p->k_pe.upload(b, x));
   }
-  const std::vector<int64_t> lens = equal_split(N, sh.requests);
   p->cu_q_host.assign(lens.size() + 1, 0);
-  for (size_t r = 0; r < lens.size(); ++r) p->cu_q_host[r + 1] = p->cu_q_host[r] + static_cast<int32_t>(lens[r]);
-  p->cu_k_host = p->cu_q_host;
+  p->cu_k_host.assign(lens.size() + 1, 0);
+  for (size_t r = 0; r < lens.size(); ++r) {
+    p->cu_q_host[r + 1] = p->cu_q_host[r] + static_cast<int32_t>(lens[r]);
+    p->cu_k_host[r + 1] =
+        p->cu_k_host[r] + static_cast<int32_t>(sh.keys_per_request > 0 ? sh.keys_per_request : lens[r]);
+  }
   check_alloc(p->cu_q.upload(b, p->cu_q_host));
   check_alloc(p->cu_k.upload(b, p->cu_k_host));
   check_alloc(p->out.allocate(b, static_cast<size_t>(N * H * kVHeadDim) * sizeof(bf16_t)));
@@ -499,18 +507,22 @@ Status prepare_dense(Backend& b, const DenseMhaShape& sh, std::unique_ptr<Prepar
   d.num_reqs = sh.requests;
   d.num_heads = H;
   d.total_q = N;
-  d.total_k = N;
-  d.causal = true;
+  d.total_k = nk;
+  d.causal = sh.causal;
   d.scale = kScale;
   d.out = p->out.as<bf16_t>();
   d.lse = p->lse.as<float>();
 
-  const Cost cost = dense_cost(p->cu_q_host.data(), p->cu_k_host.data(), sh.requests, H, true);
+  const Cost cost = dense_cost(p->cu_q_host.data(), p->cu_k_host.data(), sh.requests, H, sh.causal);
   p->flops = cost.flops;
   p->bytes = static_cast<int64_t>(cost.bytes);
   p->items = N;
-  p->label = "causal; FLOP=2*H*320/pair, " + std::to_string(static_cast<int64_t>(cost.flops / (2.0 * H * 320))) +
-             " pairs; bytes=(640+4)*H/query + 512*H+128/key";
+  p->label = std::string(sh.causal ? "causal" : "unmasked");
+  if (sh.keys_per_request > 0) {
+    p->label += (sh.causal ? " bottom-right, " : ", ") + std::to_string(sh.keys_per_request) + " keys/request";
+  }
+  p->label += "; FLOP=2*H*320/pair, " + std::to_string(static_cast<int64_t>(cost.flops / (2.0 * H * 320))) +
+              " pairs; bytes=(640+4)*H/query + 512*H+128/key";
   *out = std::move(p);
   return Status();
 }
@@ -691,11 +703,28 @@ double sparse_mqa_flops(const SparseMqaShape& s) {
   return static_cast<double>(s.batch) * s.query_tokens * s.heads * s.topk * kSparseFlopsPerSlot;
 }
 
-double dense_mha_flops(const DenseMhaShape& s) {
-  double pairs = 0.0;
-  for (int64_t len : equal_split(s.tokens, s.requests)) pairs += static_cast<double>(causal_pairs(len, len));
-  return pairs * s.heads * kDenseFlopsPerPair;
+std::string dense_mha_name(const DenseMhaShape& s) {
+  std::string name = "dense_mha/H:" + std::to_string(s.heads) + "/reqs:" + std::to_string(s.requests) +
+                     "/tokens:" + std::to_string(s.tokens);
+  if (s.keys_per_request > 0) name += "/keys:" + std::to_string(s.keys_per_request);
+  if (!s.causal) name += "/mask:none";
+  return name;
 }
+
+int64_t dense_mha_total_keys(const DenseMhaShape& s) {
+  return s.keys_per_request > 0 ? s.keys_per_request * s.requests : s.tokens;
+}
+
+double dense_mha_pairs(const DenseMhaShape& s) {
+  double pairs = 0.0;
+  for (int64_t nq : equal_split(s.tokens, s.requests)) {
+    const int64_t nk = s.keys_per_request > 0 ? s.keys_per_request : nq;
+    pairs += static_cast<double>(s.causal ? causal_pairs(nq, nk) : nq * nk);
+  }
+  return pairs;
+}
+
+double dense_mha_flops(const DenseMhaShape& s) { return dense_mha_pairs(s) * s.heads * kDenseFlopsPerPair; }
 
 ForwardFlops forward_flops_model(const ForwardBatch& fb) {
   ForwardFlops f;

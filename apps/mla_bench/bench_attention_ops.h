@@ -2,7 +2,11 @@
 // interface, for any backend that has the attention operations:
 //   sparse_mqa/batch:B/q:Q/H:H/K:K/seq:L  one Backend::sparse_mqa call over T = B x Q query tokens,
 //                                         with its work partition from plan_sparse_mqa (lib/);
-//   dense_mha/H:H/reqs:R/tokens:N         one Backend::dense_mha call, varlen, causal, 192/128;
+//   dense_mha/H:H/reqs:R/tokens:N[/keys:K][/mask:none]
+//                                         one Backend::dense_mha call, varlen, 192/128, N query
+//                                         tokens in R requests, each attending to K keys of its
+//                                         own (absent: as many as its queries), bottom-right
+//                                         causal (mask:none: unmasked); dense_mha_name;
 //   forward/NAME/H:H/K:K                  the whole step of lib/forward_pipeline.h run_forward
 //                                         (pack, routing, dense prefills, sparse decodes, the
 //                                         projections) on a generated batch.
@@ -58,6 +62,12 @@ int64_t causal_pairs(int64_t nq, int64_t nk);
 std::vector<int64_t> equal_split(int64_t total, int64_t parts);
 
 double sparse_mqa_flops(const SparseMqaShape& s);
+// Dense MHA: the benchmark's name (keys and mask only when they differ from causal
+// self-attention, so that the older names still name the same benchmark), its key rows over all
+// requests, its attended (query, key) pairs (causal_pairs, or nq x nk unmasked) and FLOPs.
+std::string dense_mha_name(const DenseMhaShape& s);
+int64_t dense_mha_total_keys(const DenseMhaShape& s);
+double dense_mha_pairs(const DenseMhaShape& s);
 double dense_mha_flops(const DenseMhaShape& s);
 
 // The forward step's FLOP model, from the batch alone: the routing rule of SPEC 4.4

@@ -152,32 +152,79 @@ Status parse_sparse(const json& sp, const std::string& source, Sweep* s) {
   return Status();
 }
 
+// An optional list of booleans: absent leaves *out as it is; present, it must be non-empty.
+Status read_bool_group_list(const json& obj, const char* key, const std::string& source, const std::string& path,
+                            std::vector<bool>* out) {
+  if (!obj.contains(key)) return Status();
+  const std::string where = path + "/" + key;
+  const json& v = obj.at(key);
+  if (!v.is_array()) return err(source, where, "expected an array of booleans");
+  if (v.empty()) return err(source, where, "expected at least one value");
+  out->clear();
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_boolean()) return err(source, where + "/" + std::to_string(i), "expected true or false");
+    out->push_back(v[i].get<bool>());
+  }
+  return Status();
+}
+
 Status parse_dense(const json& d, const std::string& source, Sweep* s) {
   const std::string path = "/attention/dense_mha";
   MLA_RETURN_IF_ERROR(check_keys(d, {"shapes"}, source, path));
   if (!d.contains("shapes") || !d["shapes"].is_array()) {
     return err(source, path + "/shapes", "expected an array of shape groups");
   }
-  std::set<std::tuple<int32_t, int64_t, int32_t>> seen;
+  std::set<std::tuple<int32_t, int64_t, int32_t, int64_t, bool>> seen;
   for (size_t i = 0; i < d["shapes"].size(); ++i) {
     const json& g = d["shapes"][i];
     const std::string gp = path + "/shapes/" + std::to_string(i);
-    MLA_RETURN_IF_ERROR(check_keys(g, {"heads", "tokens", "requests"}, source, gp));
+    MLA_RETURN_IF_ERROR(check_keys(g, {"heads", "tokens", "requests", "keys_per_request", "causal"}, source, gp));
     std::vector<int32_t> heads, requests;
     std::vector<int64_t> tokens;
+    std::vector<int64_t> keys = {0};  // 0: absent, keys = the request's queries
+    std::vector<bool> causal = {true};
     MLA_RETURN_IF_ERROR(read_group_list<int32_t>(g, "heads", 1, kMaxHeads, source, gp, &heads));
     MLA_RETURN_IF_ERROR(read_group_list<int64_t>(g, "tokens", 1, kMaxTokens, source, gp, &tokens));
     MLA_RETURN_IF_ERROR(read_group_list<int32_t>(g, "requests", 1, kMaxRequests, source, gp, &requests));
+    if (g.contains("keys_per_request")) {
+      MLA_RETURN_IF_ERROR(read_group_list<int64_t>(g, "keys_per_request", 1, kMaxTokens, source, gp, &keys));
+    }
+    MLA_RETURN_IF_ERROR(read_bool_group_list(g, "causal", source, gp, &causal));
     for (int32_t h : heads)
       for (int64_t n : tokens)
-        for (int32_t r : requests) {
-          if (r > n) {
-            return err(source, gp + "/requests",
-                       std::to_string(r) + " requests cannot share " + std::to_string(n) + " tokens");
-          }
-          if (!seen.insert({h, n, r}).second) continue;
-          s->dense_shapes.push_back({h, n, r});
-        }
+        for (int32_t r : requests)
+          for (size_t ki = 0; ki < keys.size(); ++ki)
+            for (bool c : causal) {
+              const int64_t k = keys[ki];
+              if (r > n) {
+                return err(source, gp + "/requests",
+                           std::to_string(r) + " requests cannot share " + std::to_string(n) + " tokens");
+              }
+              if (k > 0) {
+                const std::string kp = gp + "/keys_per_request/" + std::to_string(ki);
+                const int64_t longest = ceil_div(n, r);  // the first requests of equal_split
+                if (c && k < longest) {
+                  return err(source, kp,
+                             "keys_per_request " + std::to_string(k) + " is less than the " + std::to_string(longest) +
+                                 " queries of a request (" + std::to_string(n) + " tokens in " + std::to_string(r) +
+                                 " requests): bottom-right causal attention needs keys >= queries (\"causal\": "
+                                 "[false] measures it unmasked)");
+                }
+                if (k * r > kMaxTokens) {  // cu_seqlens_k and the key rows are int32-indexed
+                  return err(source, kp,
+                             std::to_string(r) + " requests x keys_per_request " + std::to_string(k) + " = " +
+                                 std::to_string(k * r) + " keys, more than " + std::to_string(kMaxTokens));
+                }
+              }
+              if (!seen.insert({h, n, r, k, c}).second) continue;
+              DenseMhaShape shape;
+              shape.heads = h;
+              shape.tokens = n;
+              shape.requests = r;
+              shape.keys_per_request = k;
+              shape.causal = c;
+              s->dense_shapes.push_back(shape);
+            }
   }
   return Status();
 }

@@ -29,12 +29,17 @@ struct SparseMqaShape {
   int64_t seq_len = 4096;
 };
 
-// One dense-MHA launch: causal self-attention over `tokens` new tokens split into `requests`
-// requests of (nearly) equal length, `heads` heads, head dims 192 (q/k) and 128 (v).
+// One dense-MHA launch (varlen): `tokens` query tokens split into `requests` requests of (nearly)
+// equal length, `heads` heads, head dims 192 (q/k) and 128 (v). Each request attends to its own
+// keys: as many as its queries (self-attention, keys_per_request 0) or keys_per_request of them,
+// the same for every request (a cached context before the new tokens). Causal is bottom-right
+// (query i of nq sees keys j <= i + nk - nq; needs nq <= nk); unmasked sees every key.
 struct DenseMhaShape {
   int32_t heads = 128;
   int64_t tokens = 1024;
   int32_t requests = 1;
+  int64_t keys_per_request = 0;  // 0: keys = the request's queries
+  bool causal = true;
 };
 
 // One forward step (lib/forward_pipeline.h run_forward) on an explicit batch: decodes first.

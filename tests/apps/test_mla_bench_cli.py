@@ -1,6 +1,7 @@
 """mla-bench's handling of bad input (flags and sweep files): exit 2 with a message naming the
 problem, never an abort or a hang. The binary comes from $MLA_BENCH_BIN (set by CTest when
 mla-bench is built); nothing here runs a benchmark."""
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -41,6 +42,35 @@ SCHEMA = '"schema": 1, "name": "t"'
      '{"name": "b", "heads": [16], "topk": [128], "seq_lens": [64], "query_lens": [1]},'
      '{"name": "b", "heads": [16], "topk": [128], "seq_lens": [128], "query_lens": [2]}]}}}',
      "/attention/forward/batches/1/name", "earlier batch"),
+    # dense_mha's keys_per_request and causal: a causal request needs at least as many keys as
+    # queries (the longest request of 256 tokens in 2 is 128); the second key count is the bad one.
+    ('{' + SCHEMA + ', "attention": {"dense_mha": {"shapes": [{"heads": [16], "tokens": [256], "requests": [2], '
+     '"keys_per_request": [128, 127]}]}}}',
+     "/attention/dense_mha/shapes/0/keys_per_request/1", "keys_per_request 127 is less than the 128 queries"),
+    ('{' + SCHEMA + ', "attention": {"dense_mha": {"shapes": [{"heads": [16], "tokens": [256], "requests": [1], '
+     '"keys_per_request": [64], "causal": [false, true]}]}}}',
+     "/attention/dense_mha/shapes/0/keys_per_request/0", "bottom-right causal attention needs keys >= queries"),
+    ('{' + SCHEMA + ', "attention": {"dense_mha": {"shapes": [{"heads": [16], "tokens": [256], "requests": [1], '
+     '"keys_per_request": [0]}]}}}',
+     "/attention/dense_mha/shapes/0/keys_per_request/0", "value 0 is outside [1, "),
+    ('{' + SCHEMA + ', "attention": {"dense_mha": {"shapes": [{"heads": [16], "tokens": [256], "requests": [1], '
+     '"keys_per_request": []}]}}}',
+     "/attention/dense_mha/shapes/0/keys_per_request", "expected at least one value"),
+    ('{' + SCHEMA + ', "attention": {"dense_mha": {"shapes": [{"heads": [16], "tokens": [256], "requests": [1], '
+     '"causal": []}]}}}',
+     "/attention/dense_mha/shapes/0/causal", "expected at least one value"),
+    ('{' + SCHEMA + ', "attention": {"dense_mha": {"shapes": [{"heads": [16], "tokens": [256], "requests": [1], '
+     '"causal": [1]}]}}}',
+     "/attention/dense_mha/shapes/0/causal/0", "expected true or false"),
+    ('{' + SCHEMA + ', "attention": {"dense_mha": {"shapes": [{"heads": [16], "tokens": [256], "requests": [1], '
+     '"causal": true}]}}}',
+     "/attention/dense_mha/shapes/0/causal", "expected an array of booleans"),
+    ('{' + SCHEMA + ', "attention": {"dense_mha": {"shapes": [{"heads": [16], "tokens": [256], "requests": [1], '
+     '"keys": [512]}]}}}',
+     "/attention/dense_mha/shapes/0/keys", "unknown key"),
+    ('{' + SCHEMA + ', "attention": {"dense_mha": {"shapes": [{"heads": [16], "tokens": [65536], "requests": [1024], '
+     '"keys_per_request": [32768], "causal": [false]}]}}}',
+     "/attention/dense_mha/shapes/0/keys_per_request/0", "33554432 keys, more than 16777216"),
 ])
 def test_bad_sweep_files_exit_2_naming_the_field(tmp_path, text, where, problem):
     f = tmp_path / "sweep.json"
@@ -56,3 +86,50 @@ def test_a_directory_or_fifo_as_sweep_is_refused_without_reading(unreadable_inpu
     for path, problem in unreadable_inputs:
         r = run("--sweep", path)
         assert r.returncode == 2 and problem in r.stderr, r.stderr
+
+
+def listed_names(sweep_text, tmp_path):
+    """The benchmark names mla-bench registers for a sweep (every shape: --no-host-caps), in order."""
+    f = tmp_path / "sweep.json"
+    f.write_text(sweep_text)
+    r = run("--sweep", str(f), "--no-host-caps", "--benchmark_list_tests=true")
+    assert r.returncode == 0, r.stderr
+    return [line.removesuffix("/manual_time") for line in r.stdout.splitlines() if line.startswith("dense_mha/")]
+
+
+def test_dense_mha_keys_and_mask_name_the_benchmarks(tmp_path):
+    groups = [
+        # Defaults (causal self-attention): today's names, unchanged.
+        {"heads": [16], "tokens": [256], "requests": [1, 4]},
+        # The same shapes with the defaults spelled out: duplicates, dropped.
+        {"heads": [16], "tokens": [256], "requests": [4], "causal": [True]},
+        # Keys per request (causal: bottom-right, keys >= 64 queries) and unmasked, in the order
+        # heads, requests, tokens, keys, mask; unmasked may have fewer keys than queries.
+        {"heads": [16], "tokens": [256], "requests": [4], "keys_per_request": [64, 1024], "causal": [True, False]},
+        {"heads": [8], "tokens": [256], "requests": [4], "keys_per_request": [16], "causal": [False]},
+        {"heads": [8], "tokens": [100], "requests": [1], "causal": [False]},
+    ]
+    sweep = {"schema": 1, "name": "t", "attention": {"dense_mha": {"shapes": groups}}}
+    assert listed_names(json.dumps(sweep), tmp_path) == [
+        "dense_mha/H:16/reqs:1/tokens:256",
+        "dense_mha/H:16/reqs:4/tokens:256",
+        "dense_mha/H:16/reqs:4/tokens:256/keys:64",
+        "dense_mha/H:16/reqs:4/tokens:256/keys:64/mask:none",
+        "dense_mha/H:16/reqs:4/tokens:256/keys:1024",
+        "dense_mha/H:16/reqs:4/tokens:256/keys:1024/mask:none",
+        "dense_mha/H:8/reqs:4/tokens:256/keys:16/mask:none",
+        "dense_mha/H:8/reqs:1/tokens:100/mask:none",
+    ]
+
+
+def test_the_attention_sweep_has_the_dense_heads_and_key_shapes():
+    r = run("--sweep", "attention", "--no-host-caps", "--benchmark_list_tests=true")
+    assert r.returncode == 0, r.stderr
+    names = [line.removesuffix("/manual_time") for line in r.stdout.splitlines() if line.startswith("dense_mha/")]
+    assert len(names) == len(set(names))
+    for name in ["dense_mha/H:128/reqs:1/tokens:4096", "dense_mha/H:16/reqs:1/tokens:4096",
+                 "dense_mha/H:32/reqs:1/tokens:4096", "dense_mha/H:64/reqs:1/tokens:4096",
+                 "dense_mha/H:128/reqs:4/tokens:4096/keys:1024/mask:none",
+                 "dense_mha/H:128/reqs:4/tokens:4096/keys:4096/mask:none",
+                 "dense_mha/H:128/reqs:1/tokens:1024/keys:8192"]:
+        assert name in names, names

@@ -1,0 +1,284 @@
+"""Tests of scripts/peer_torch.py's attention shapes against mla-bench's: the same benchmark names
+for the same sweep (joined by name with --ours), the same FLOP and byte models, the same refusals.
+
+PyTorch is not needed for the shapes and models: where it is not installed the script is loaded
+with a stand-in `torch` module (only names at import time). The masking test (SDPA against an
+explicit softmax) runs where PyTorch is installed. mla-bench comes from $MLA_BENCH_BIN, else the
+most recently built of build*/bin/mla-bench; the tests that need it skip when there is none.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "peer_torch.py"
+DENSE_FLOPS_PER_PAIR = 2 * (192 + 128)  # docs/benchmarks.md
+
+
+def load_peer_torch():
+    stand_in = None
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        stand_in = types.ModuleType("torch")
+        stand_in.__getattr__ = lambda name: f"<torch.{name} stand-in>"  # module-level getattr (PEP 562)
+        sys.modules["torch"] = stand_in
+    try:
+        spec = importlib.util.spec_from_file_location("peer_torch_under_test", SCRIPT)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        if stand_in is not None:
+            del sys.modules["torch"]
+    return module, stand_in is None
+
+
+peer, HAVE_TORCH = load_peer_torch()
+
+
+def mla_bench() -> str:
+    if os.environ.get("MLA_BENCH_BIN"):
+        path = Path(os.environ["MLA_BENCH_BIN"])
+        if not path.exists():
+            pytest.skip(f"MLA_BENCH_BIN={path} does not exist")
+        return str(path)
+    built = [p for p in [ROOT / "build" / "bin" / "mla-bench", *ROOT.glob("build-*/bin/mla-bench")] if p.exists()]
+    if not built:
+        pytest.skip("no mla-bench built (set MLA_BENCH_BIN)")
+    return str(max(built, key=lambda p: p.stat().st_mtime))
+
+
+def bench(*args) -> subprocess.CompletedProcess:
+    r = subprocess.run([mla_bench(), "--backend", "host", *map(str, args)], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+ATTENTION_PREFIXES = ("sparse_mqa/", "dense_mha/", "forward/")
+
+# Small dense shapes covering every case: self-attention (equal and unequal request lengths),
+# bottom-right causal with more keys than queries, unmasked with more and with fewer keys than
+# queries, a duplicate of a default, in an order that is not sorted.
+SMALL_DENSE = {
+    "schema": 1, "name": "peer-parity", "repetitions": 1, "min_time_s": 0.001,
+    "attention": {"dense_mha": {"shapes": [
+        {"heads": [2], "tokens": [50], "requests": [3, 1]},
+        {"heads": [2], "tokens": [50], "requests": [3], "causal": [True]},
+        {"heads": [2], "tokens": [50], "requests": [3], "keys_per_request": [17, 40], "causal": [True, False]},
+        {"heads": [3, 1], "tokens": [48], "requests": [4], "keys_per_request": [5], "causal": [False]},
+        {"heads": [1], "tokens": [33], "requests": [1], "keys_per_request": [33, 64]},
+    ]}},
+}
+
+
+def write_sweep(tmp_path: Path, sweep: dict) -> Path:
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(sweep))
+    return path
+
+
+def listed(sweep_arg) -> list[str]:
+    r = bench("--sweep", sweep_arg, "--no-host-caps", "--benchmark_list_tests=true")
+    return [re.sub(r"/manual_time$", "", line) for line in r.stdout.splitlines() if line.startswith(ATTENTION_PREFIXES)]
+
+
+def peer_names(sweep: dict) -> list[str]:
+    return [name for name, _, _ in peer.attention_shapes(sweep)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Names
+
+
+def test_dense_names_follow_the_documented_format():
+    sweep = {"attention": {"dense_mha": {"shapes": [
+        {"heads": [128], "tokens": [4096], "requests": [1]},
+        {"heads": [128], "tokens": [4096], "requests": [4], "causal": [False], "keys_per_request": [1024]},
+        {"heads": [128], "tokens": [1024], "requests": [1], "causal": [True, False], "keys_per_request": [8192]},
+        {"heads": [16], "tokens": [64], "requests": [2], "causal": [False]},
+    ]}}}
+    assert peer_names(sweep) == [
+        "dense_mha/H:128/reqs:1/tokens:4096",
+        "dense_mha/H:128/reqs:4/tokens:4096/keys:1024/mask:none",
+        "dense_mha/H:128/reqs:1/tokens:1024/keys:8192",
+        "dense_mha/H:128/reqs:1/tokens:1024/keys:8192/mask:none",
+        "dense_mha/H:16/reqs:2/tokens:64/mask:none",
+    ]
+
+
+@pytest.mark.parametrize("sweep_name", ["attention", "quick"])
+def test_attention_names_match_mla_bench_on_the_shipped_sweeps(sweep_name):
+    sweep, _ = peer.load_sweep(sweep_name)
+    ours = listed(sweep_name)
+    assert any("/keys:" in n for n in ours) and any("/mask:none" in n for n in ours)
+    assert peer_names(sweep) == ours
+
+
+def test_attention_names_match_mla_bench_on_every_dense_case(tmp_path):
+    assert peer_names(SMALL_DENSE) == listed(write_sweep(tmp_path, SMALL_DENSE))
+
+
+def test_the_attention_sweep_has_no_duplicate_names():
+    names = peer_names(peer.load_sweep("attention")[0])
+    assert len(names) == len(set(names))
+    for h in (16, 32, 64, 128):
+        assert f"dense_mha/H:{h}/reqs:1/tokens:4096" in names
+
+
+# ---------------------------------------------------------------------------------------------
+# Refusals: the ones mla-bench makes (tests/apps/test_mla_bench_cli.py), with the JSON path.
+
+
+@pytest.mark.parametrize("group, where", [
+    ({"heads": [16], "tokens": [256], "requests": [2], "keys_per_request": [128, 127]},
+     "/attention/dense_mha/shapes/0/keys_per_request/1"),
+    ({"heads": [16], "tokens": [256], "requests": [1], "keys_per_request": [64], "causal": [False, True]},
+     "/attention/dense_mha/shapes/0/keys_per_request/0"),
+    ({"heads": [16], "tokens": [256], "requests": [1], "causal": []}, "/attention/dense_mha/shapes/0/causal"),
+    ({"heads": [16], "tokens": [256], "requests": [1], "causal": [1]}, "/attention/dense_mha/shapes/0/causal"),
+    ({"heads": [16], "tokens": [256], "requests": [1], "keys_per_request": [0]},
+     "/attention/dense_mha/shapes/0/keys_per_request"),
+])
+def test_bad_dense_groups_are_refused_naming_the_field(group, where):
+    with pytest.raises(ValueError, match=re.escape(where)):
+        peer.attention_shapes({"attention": {"dense_mha": {"shapes": [group]}}})
+
+
+def test_unmasked_may_have_fewer_keys_than_queries():
+    shapes = peer.attention_shapes({"attention": {"dense_mha": {"shapes": [
+        {"heads": [1], "tokens": [256], "requests": [1], "keys_per_request": [64], "causal": [False]}]}}})
+    assert [name for name, _, _ in shapes] == ["dense_mha/H:1/reqs:1/tokens:256/keys:64/mask:none"]
+
+
+# ---------------------------------------------------------------------------------------------
+# FLOP and byte models
+
+
+def brute_force_pairs(q_lens, k_lens, causal):
+    """Visible (query, key) pairs by enumeration: bottom-right causal is j <= i + nk - nq."""
+    return sum(1 for nq, nk in zip(q_lens, k_lens) for i, j in itertools.product(range(nq), range(nk))
+               if not causal or j <= i + nk - nq)
+
+
+def dense_params(sweep):
+    return [prm for _, op, prm in peer.attention_shapes(sweep) if op == "dense_mha"]
+
+
+def test_dense_pairs_count_exactly_the_visible_pairs():
+    for prm in dense_params(SMALL_DENSE):
+        q_lens, k_lens = peer.dense_lengths(prm)
+        assert sum(q_lens) == prm["tokens"]
+        assert k_lens == ([prm["keys_per_request"]] * prm["requests"] if prm["keys_per_request"] else q_lens)
+        assert peer.dense_pairs(prm) == brute_force_pairs(q_lens, k_lens, prm["causal"]), prm
+
+
+def test_dense_models_of_the_attention_sweep_in_closed_form():
+    models = {name: peer.dense_model(prm) for name, op, prm in peer.attention_shapes(peer.load_sweep("attention")[0])
+              if op == "dense_mha"}
+
+    def expected(h, q_lens, k_lens, pairs):
+        nbytes = sum(q_lens) * h * (192 * 2 + 128 * 2 + 4) + sum(k_lens) * (h * 512 + 128)
+        return pairs * h * DENSE_FLOPS_PER_PAIR, nbytes
+
+    # Causal self-attention: n (n + 1) / 2 per request (docs/benchmarks.md: 8k tokens = 33,558,528 pairs).
+    assert models["dense_mha/H:128/reqs:1/tokens:8192"] == expected(128, [8192], [8192], 33_558_528)
+    assert models["dense_mha/H:16/reqs:1/tokens:4096"] == expected(16, [4096], [4096], 4096 * 4097 // 2)
+    # Unmasked: nq x nk per request.
+    assert models["dense_mha/H:128/reqs:4/tokens:4096/keys:1024/mask:none"] == \
+        expected(128, [1024] * 4, [1024] * 4, 4 * 1024 * 1024)
+    assert models["dense_mha/H:128/reqs:4/tokens:4096/keys:4096/mask:none"] == \
+        expected(128, [1024] * 4, [4096] * 4, 4 * 1024 * 4096)
+    # Prefix-cache hit: 1024 new tokens after 7168 cached see every cached key plus the causal part.
+    assert models["dense_mha/H:128/reqs:1/tokens:1024/keys:8192"] == \
+        expected(128, [1024], [8192], 1024 * 7168 + 1024 * 1025 // 2)
+
+
+def test_dense_flops_and_bytes_match_mla_bench(tmp_path):
+    """mla-bench's label gives the pairs it counted (FLOPs = pairs x H x 640) and its flop_per_byte
+    counter the ratio to its byte model; both must be the peer's."""
+    out = tmp_path / "bench.json"
+    bench("--sweep", write_sweep(tmp_path, SMALL_DENSE), "--benchmark_filter=dense_mha",
+          "--benchmark_repetitions=1", f"--benchmark_out={out}", "--benchmark_out_format=json")
+    rows = {re.sub(r"/manual_time$", "", e["name"]): e for e in json.loads(out.read_text())["benchmarks"]}
+    shapes = [(name, prm) for name, op, prm in peer.attention_shapes(SMALL_DENSE) if op == "dense_mha"]
+    assert sorted(rows) == sorted(name for name, _ in shapes)
+    for name, prm in shapes:
+        row = rows[name]
+        assert not row.get("error_occurred"), row
+        label = row["label"]
+        assert label.startswith("causal" if prm["causal"] else "unmasked"), label
+        pairs = int(re.search(r"(\d+) pairs", label).group(1))
+        flops, nbytes = peer.dense_model(prm)
+        assert pairs * prm["heads"] * DENSE_FLOPS_PER_PAIR == flops, (name, label)
+        assert row["flop_per_byte"] == pytest.approx(flops / nbytes, rel=1e-12), name
+        assert row["bytes_per_second"] / row["items_per_second"] == pytest.approx(nbytes / prm["tokens"], rel=1e-9)
+
+
+# ---------------------------------------------------------------------------------------------
+# The PyTorch route (needs PyTorch)
+
+
+def without_attention_bias(monkeypatch):
+    """PyTorch < 2.3: no torch.nn.attention.bias (the import fails), the explicit mask is used."""
+    monkeypatch.setitem(sys.modules, "torch.nn.attention.bias", None)
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="PyTorch is not installed")
+@pytest.mark.parametrize("bias_module", [True, False], ids=["causal_lower_right", "explicit_mask"])
+def test_sdpa_masking_matches_an_explicit_softmax(bias_module, monkeypatch):
+    import torch
+
+    if not bias_module:
+        without_attention_bias(monkeypatch)
+    lower_right = peer.lower_right_mask(2, 3, torch.device("cpu"))[1]
+    assert lower_right == "explicit lower-right bool mask" or bias_module
+    gen = torch.Generator().manual_seed(3)
+    h = 2
+    for q_lens, k_lens, causal, how in [
+        ([5, 5], [5, 5], True, "is_causal=True"),
+        ([5, 4], [5, 4], True, "is_causal=True"),
+        ([5, 5], [9, 9], True, lower_right),
+        ([5, 4], [9, 9], True, lower_right),
+        ([5, 4], [3, 3], False, "none"),
+        ([6], [11], False, "none"),
+    ]:
+        q = torch.randn(sum(q_lens), h, 192, generator=gen)
+        k = torch.randn(sum(k_lens), h, 192, generator=gen)
+        v = torch.randn(sum(k_lens), h, 128, generator=gen)
+        masks, used = peer.dense_masks(q_lens, k_lens, causal, torch.device("cpu"))
+        assert used == how
+        out = peer.dense_attention_torch(q, k, v, q_lens, k_lens, causal, masks)
+        refs, qs, ks = [], 0, 0
+        for nq, nk in zip(q_lens, k_lens):
+            s = torch.einsum("qhd,khd->hqk", q[qs:qs + nq].double(), k[ks:ks + nk].double()) / 192 ** 0.5
+            if causal:
+                visible = torch.arange(nk)[None, :] <= torch.arange(nq)[:, None] + nk - nq
+                s = s.masked_fill(~visible, float("-inf"))
+            refs.append(torch.einsum("hqk,khd->qhd", s.softmax(-1), v[ks:ks + nk].double()))
+            qs += nq
+            ks += nk
+        torch.testing.assert_close(out.double(), torch.cat(refs), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="PyTorch is not installed")
+def test_the_explicit_lower_right_mask_is_bottom_right(monkeypatch):
+    import torch
+
+    without_attention_bias(monkeypatch)
+    mask, how = peer.lower_right_mask(3, 5, torch.device("cpu"))
+    assert how == "explicit lower-right bool mask"
+    assert mask.tolist() == [[True, True, True, False, False],
+                             [True, True, True, True, False],
+                             [True, True, True, True, True]]
