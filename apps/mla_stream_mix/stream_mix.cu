@@ -2,8 +2,10 @@
 // byte mix (per row: read one 656-byte entry, write 1152 bytes) without the gather's work, in
 // steps towards it: contiguous rows (mix_blocks, the gather's block shape: 32 rows per block of 256
 // threads, 4 rows in flight per warp), grid-stride variants of it, the rows in shuffled pages of 64
-// entries behind a page-table load (mix_blocks_paged, as the gather benchmark's cache), and that
-// with the gather's load instructions (mix_blocks_paged_gl), and the paged rows brought in by the
+// entries behind a page-table load (mix_blocks_paged, as the gather benchmark's cache), the same
+// load without the shuffle (_id: what the dependent load alone costs), shuffled among only the
+// pages the rows use (_cmp: mla-bench's compact pool) and in shuffled pages of 256 entries
+// (paged256), and that with the gather's load instructions (mix_blocks_paged_gl), and the paged rows brought in by the
 // bulk-copy engine, 32 or 64 rows per copy (mix_bulk_paged32 / 64; _bs: written back by bulk copy
 // too) and in the pack's pipelined persistent shape (mix_pipe_paged), each checked byte for byte
 // against mix_blocks_paged at 64k rows. The same for the pack's
@@ -30,6 +32,17 @@ static void require(cudaError_t e, const char* what) {
   std::exit(1);
 }
 #define CK(x) require((x), #x)
+
+// 0 .. n - 1 in a fixed pseudo-random order (Fisher-Yates driven by a 64-bit LCG from `seed`).
+static std::vector<int> shuffled(int n, uint64_t seed) {
+  std::vector<int> perm(n);
+  for (int i = 0; i < n; ++i) perm[i] = i;
+  for (int i = n - 1; i > 0; --i) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    std::swap(perm[i], perm[(int)((seed >> 33) % (uint64_t)(i + 1))]);
+  }
+  return perm;
+}
 
 __global__ void flush_read(const uint4* p, size_t n, unsigned* sink) {
   unsigned acc = 0;
@@ -76,7 +89,7 @@ __global__ void mix_stride(const uint4* __restrict__ src, uint4* __restrict__ ds
 // warp 4 rows with their loads in flight; one block per 32 rows (not persistent). kPaged: the
 // source rows in pages of 64 entries of 656 bytes (41,984 bytes, 16-aligned), the pages in a
 // shuffled order (page_of[r / 64], one dependent load per row), as the gather benchmark's cache.
-template <bool kPaged>
+template <bool kPaged, int kPageRows = 64>
 __global__ void __launch_bounds__(256, 4) mix_blocks(const uint4* __restrict__ src, const int* __restrict__ page_of,
                                                      uint4* __restrict__ dst, int64_t rows) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -86,7 +99,7 @@ __global__ void __launch_bounds__(256, 4) mix_blocks(const uint4* __restrict__ s
   for (int k = 0; k < 4; ++k) {
     const int64_t r = r0 + k;
     if (r >= rows) continue;
-    const int64_t entry = kPaged ? (int64_t)__ldg(page_of + r / 64) * 64 + r % 64 : r;
+    const int64_t entry = kPaged ? (int64_t)__ldg(page_of + r / kPageRows) * kPageRows + r % kPageRows : r;
     load_row(src + entry * 41, lane, a[k], b[k]);
   }
 #pragma unroll
@@ -263,13 +276,7 @@ int main() {
   int64_t *slots_flat, *slots_paged;
   const int pages = (int)(max_rows / 64);
   {
-    std::vector<int> perm(pages);
-    for (int i = 0; i < pages; ++i) perm[i] = i;
-    uint64_t x = 20240901;
-    for (int i = pages - 1; i > 0; --i) {
-      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-      std::swap(perm[i], perm[(int)((x >> 33) % (uint64_t)(i + 1))]);
-    }
+    const std::vector<int> perm = shuffled(pages, 20240901);
     CK(cudaMalloc(&page_of, pages * sizeof(int)));
     CK(cudaMemcpy(page_of, perm.data(), pages * sizeof(int), cudaMemcpyHostToDevice));
     // The pack's slots: token t to entry t (contiguous) or to entry t % 64 of page perm[t / 64].
@@ -280,6 +287,25 @@ int main() {
     for (int64_t t = 0; t < max_rows; ++t) s[t] = static_cast<int64_t>(perm[t / 64]) * 64 + t % 64;
     CK(cudaMalloc(&slots_paged, max_rows * sizeof(int64_t)));
     CK(cudaMemcpy(slots_paged, s.data(), max_rows * sizeof(int64_t), cudaMemcpyHostToDevice));
+  }
+  // The same page table without the shuffle (page r / 64 holds rows r / 64 * 64 ..: the dependent
+  // load without the random order), and per size a shuffle of only the pages the rows use (the
+  // footprint of mla-bench's gather cache instead of all 16,384 pages).
+  int *page_of_id, *page_of_compact;
+  {
+    std::vector<int> id(pages);
+    for (int i = 0; i < pages; ++i) id[i] = i;
+    CK(cudaMalloc(&page_of_id, pages * sizeof(int)));
+    CK(cudaMemcpy(page_of_id, id.data(), pages * sizeof(int), cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&page_of_compact, pages * sizeof(int)));
+  }
+  // Pages of 256 entries (167,936 bytes) in a shuffled order: the cost of the shuffle against the
+  // size of the contiguous pieces it leaves.
+  int* page_of_256;
+  {
+    const std::vector<int> perm = shuffled(pages / 4, 4242);
+    CK(cudaMalloc(&page_of_256, pages / 4 * sizeof(int)));
+    CK(cudaMemcpy(page_of_256, perm.data(), pages / 4 * sizeof(int), cudaMemcpyHostToDevice));
   }
   const size_t big = size_t{2} << 30;
   CK(cudaMalloc(&big_a, big));
@@ -325,6 +351,14 @@ int main() {
       report("sized_copy", timeit([&] { return cudaMemcpyAsync(dst, src, (size_t)(bytes / 2), cudaMemcpyDeviceToDevice); }, true));
     }
     report("mix_blocks_paged", timeit([&] { mix_blocks<true><<<(unsigned)((rows + 31) / 32), 256>>>((const uint4*)src, page_of, (uint4*)dst, rows); return cudaGetLastError(); }, true));
+    {
+      const int used = (int)((rows + 63) / 64);
+      const std::vector<int> perm = shuffled(used, 20261130);
+      CK(cudaMemcpy(page_of_compact, perm.data(), used * sizeof(int), cudaMemcpyHostToDevice));
+    }
+    report("mix_blocks_paged_id", timeit([&] { mix_blocks<true><<<(unsigned)((rows + 31) / 32), 256>>>((const uint4*)src, page_of_id, (uint4*)dst, rows); return cudaGetLastError(); }, true));
+    report("mix_blocks_paged_cmp", timeit([&] { mix_blocks<true><<<(unsigned)((rows + 31) / 32), 256>>>((const uint4*)src, page_of_compact, (uint4*)dst, rows); return cudaGetLastError(); }, true));
+    report("mix_blocks_paged256", timeit([&] { mix_blocks<true, 256><<<(unsigned)((rows + 31) / 32), 256>>>((const uint4*)src, page_of_256, (uint4*)dst, rows); return cudaGetLastError(); }, true));
     report("mix_blocks_paged_gl", timeit([&] { mix_blocks_paged_gl<<<(unsigned)((rows + 31) / 32), 256>>>((const uint8_t*)src, page_of, (uint4*)dst, rows); return cudaGetLastError(); }, true));
     // The bulk-copy rows, each checked byte for byte against mix_blocks_paged's output at 64k rows.
     auto bulk = [&](auto kernel, int rows_per_block, int smem_bytes) {
@@ -381,7 +415,8 @@ int main() {
     report_pack("pack_mix_paged", timeit([&] { pack_mix<<<pack_blocks, 256>>>((const uint4*)dst, slots_paged, (uint8_t*)src, rows); return cudaGetLastError(); }, true));
   }
   CK(cudaGetLastError());
-  for (void* p : {fl, src, dst, static_cast<void*>(sink), static_cast<void*>(page_of), static_cast<void*>(slots_flat),
+  for (void* p : {fl, src, dst, static_cast<void*>(sink), static_cast<void*>(page_of), static_cast<void*>(page_of_id),
+                  static_cast<void*>(page_of_compact), static_cast<void*>(page_of_256), static_cast<void*>(slots_flat),
                   static_cast<void*>(slots_paged)}) {
     CK(cudaFree(p));
   }
