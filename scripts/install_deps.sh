@@ -107,7 +107,6 @@ if ! python_with "pytest, matplotlib" >/dev/null; then
       "$base" -m venv --system-site-packages "$venv" >/dev/null 2>&1 || warn "$base cannot make a virtual environment"
     fi
     if [ -x "$venv/bin/python3" ]; then
-      [ -e "$venv/.gitignore" ] || echo '*' >"$venv/.gitignore"  # keeps .venv/ out of git
       "$venv/bin/python3" -m pip install -q --disable-pip-version-check -r "$here/requirements.txt" \
         || warn "pip could not install scripts/requirements.txt into $venv"
     fi

@@ -553,8 +553,12 @@ def equal_split(total, parts):
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
+MAX_DENSE_KEYS = 1 << 24  # mla-bench's limit on a dense shape's keys (sweep.cpp, kMaxTokens)
+
+
 def dense_mha_name(h, r, n, keys_per_request, causal):
-    """mla-bench's name (dense_mha_name): keys and mask only when they are not causal self-attention."""
+    """mla-bench's name (dense_mha_name): /keys:K whenever keys_per_request is given, /mask:none when
+    unmasked; causal self-attention keeps the plain name."""
     name = f"dense_mha/H:{h}/reqs:{r}/tokens:{n}"
     if keys_per_request is not None:
         name += f"/keys:{keys_per_request}"
@@ -567,15 +571,22 @@ def dense_group_shapes(g, path):
     """(name, params) of one dense_mha group: the cartesian product heads x tokens x requests x
     keys_per_request x causal, in mla-bench's order, with its refusal of a causal request with fewer
     keys than queries (ValueError naming the JSON path)."""
+    if not isinstance(g, dict):
+        raise ValueError(f"{path}: expected an object")
+    for key in ("heads", "tokens", "requests"):
+        if key not in g:
+            raise ValueError(f"{path}/{key}: missing")
     keys = g.get("keys_per_request", [None])
     causal = g.get("causal", [True])
-    for key, values in (("keys_per_request", keys), ("causal", causal)):
+    for key, values in (("heads", g["heads"]), ("tokens", g["tokens"]), ("requests", g["requests"]),
+                        ("keys_per_request", keys), ("causal", causal)):
         if not isinstance(values, list) or not values:
             raise ValueError(f"{path}/{key}: expected a non-empty list")
     if any(not isinstance(c, bool) for c in causal):
         raise ValueError(f"{path}/causal: expected true or false")
-    if "keys_per_request" in g and any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in keys):
-        raise ValueError(f"{path}/keys_per_request: expected integers >= 1")
+    for key in ("heads", "tokens", "requests") + (("keys_per_request",) if "keys_per_request" in g else ()):
+        if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in g[key]):
+            raise ValueError(f"{path}/{key}: expected integers >= 1")
     for h, n, r, (ki, k), c in itertools.product(g["heads"], g["tokens"], g["requests"], enumerate(keys), causal):
         if r > n:
             raise ValueError(f"{path}/requests: {r} requests cannot share {n} tokens")
@@ -584,6 +595,9 @@ def dense_group_shapes(g, path):
             raise ValueError(f"{path}/keys_per_request/{ki}: keys_per_request {k} is less than the {longest} "
                              f"queries of a request ({n} tokens in {r} requests): bottom-right causal attention "
                              f"needs keys >= queries")
+        if k is not None and k * r > MAX_DENSE_KEYS:
+            raise ValueError(f"{path}/keys_per_request/{ki}: {r} requests x keys_per_request {k} = {k * r} keys, "
+                             f"more than {MAX_DENSE_KEYS}")
         yield dense_mha_name(h, r, n, k, c), {"heads": h, "tokens": n, "requests": r, "keys_per_request": k,
                                               "causal": c}
 
@@ -841,6 +855,10 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
         raise DumpError("--timing-device cuda: no CUDA device")
     device = torch.device(timing_device)
     sweep, sweep_path = load_sweep(sweep_arg)
+    try:
+        shapes = attention_shapes(sweep)  # refused before anything is measured
+    except ValueError as e:
+        raise ValueError(f"{sweep_path}: {e}") from None
     ours = load_ours(ours_path) if ours_path else {}
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
@@ -856,7 +874,6 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
     print(f"peer attention timing on {device_name}: sweep {sweep_path}, bf16 GEMM {gemm_n}^3 "
           f"{gemm / 1e12:.2f} TFLOP/s, copy {copy_bw / 1e9:.1f} GB/s, median of {iters}"
           + (f", L2 flush {flush.numel()} bytes" if flush is not None else " (CPU: warm cache, no flush)"))
-    shapes = attention_shapes(sweep)
     width = max([46] + [len(name) for name, _, _ in shapes])
     print(f"  {'benchmark':<{width}} {'median us':>11} {'TFLOP/s':>8} {'% gemm':>7} {'GB/s':>8} {'% copy':>7}"
           f" {'ours us':>10} {'ours/peer':>9}")

@@ -303,6 +303,9 @@ def render_table(op: str, x_key: str | None, metric: str, series: list[Series]) 
     return "\n".join(lines) + "\n"
 
 
+NO_MATPLOTLIB = "drawing figures needs matplotlib"
+
+
 def use_bars(x_key: str | None, series: list[Series]) -> bool:
     """Bars (one group per benchmark) unless most series are lines: a sweep that moves one parameter
     at a time around a centre gives mostly single-point series."""
@@ -312,7 +315,10 @@ def use_bars(x_key: str | None, series: list[Series]) -> bool:
 
 
 def plot_operation(op: str, x_key: str | None, metric: str, series: list[Series], out: Path, fmt: str) -> None:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise BadInput(f"{NO_MATPLOTLIB} (scripts/install_deps.sh installs it; --table needs nothing more)") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -193,7 +193,7 @@ else
   fi
   # Each injected failure must be caught on the GPU: mla-check exits 1 (a check failed); 2 when
   # the CUDA backend is unavailable or the selection cannot exercise the injection.
-  for inj in "${INJECTIONS[@]}"; do
+  for inj in ${INJECTIONS[@]+"${INJECTIONS[@]}"}; do
     # shellcheck disable=SC2086
     stage "inject-$inj" 1 -- "$BIN/mla-check" --backend cuda --inject "$inj" --jobs "$CHECK_JOBS" --quiet \
       --report "$RESULTS/inject-$inj.json" ${MLA_INJECT_ARGS:-}
@@ -275,7 +275,7 @@ else
   fi
   # shellcheck disable=SC2086
   stage peer-attention 0 -- "$PYTHON" scripts/peer_torch.py --attention --sweep "$ATTENTION_SWEEP" \
-    --timing-device cuda "${ours_args[@]}" --out "$RESULTS/peer_attention.json" ${MLA_PEER_ATTENTION_ARGS:-}
+    --timing-device cuda ${ours_args[@]+"${ours_args[@]}"} --out "$RESULTS/peer_attention.json" ${MLA_PEER_ATTENTION_ARGS:-}
 fi
 
 # --- Plots --------------------------------------------------------------------------------------
@@ -291,7 +291,7 @@ if [[ ${#bench_files[@]} == 0 ]]; then
 elif ! "$PYTHON" -c 'import matplotlib' >/dev/null 2>&1; then
   skip plots "$PYTHON has no matplotlib (scripts/requirements.txt)"
 else
-  stage plots 0 -- "$PYTHON" scripts/plot_sweep.py "${bench_files[@]}" "${peer_args[@]}" --out "$RESULTS/plots"
+  stage plots 0 -- "$PYTHON" scripts/plot_sweep.py "${bench_files[@]}" ${peer_args[@]+"${peer_args[@]}"} --out "$RESULTS/plots"
 fi
 
 # --- Summary ------------------------------------------------------------------------------------

@@ -481,8 +481,7 @@ Status prepare_dense(Backend& b, const DenseMhaShape& sh, std::unique_ptr<Prepar
   p->cu_k_host.assign(lens.size() + 1, 0);
   for (size_t r = 0; r < lens.size(); ++r) {
     p->cu_q_host[r + 1] = p->cu_q_host[r] + static_cast<int32_t>(lens[r]);
-    p->cu_k_host[r + 1] =
-        p->cu_k_host[r] + static_cast<int32_t>(sh.keys_per_request > 0 ? sh.keys_per_request : lens[r]);
+    p->cu_k_host[r + 1] = p->cu_k_host[r] + static_cast<int32_t>(dense_mha_keys_of(sh, lens[r]));
   }
   check_alloc(p->cu_q.upload(b, p->cu_q_host));
   check_alloc(p->cu_k.upload(b, p->cu_k_host));
@@ -711,20 +710,22 @@ std::string dense_mha_name(const DenseMhaShape& s) {
   return name;
 }
 
+int64_t dense_mha_keys_of(const DenseMhaShape& s, int64_t nq) { return s.keys_per_request > 0 ? s.keys_per_request : nq; }
+
 int64_t dense_mha_total_keys(const DenseMhaShape& s) {
-  return s.keys_per_request > 0 ? s.keys_per_request * s.requests : s.tokens;
+  int64_t keys = 0;
+  for (int64_t nq : equal_split(s.tokens, s.requests)) keys += dense_mha_keys_of(s, nq);
+  return keys;
 }
 
-double dense_mha_pairs(const DenseMhaShape& s) {
+double dense_mha_flops(const DenseMhaShape& s) {
   double pairs = 0.0;
   for (int64_t nq : equal_split(s.tokens, s.requests)) {
-    const int64_t nk = s.keys_per_request > 0 ? s.keys_per_request : nq;
+    const int64_t nk = dense_mha_keys_of(s, nq);
     pairs += static_cast<double>(s.causal ? causal_pairs(nq, nk) : nq * nk);
   }
-  return pairs;
+  return pairs * s.heads * kDenseFlopsPerPair;
 }
-
-double dense_mha_flops(const DenseMhaShape& s) { return dense_mha_pairs(s) * s.heads * kDenseFlopsPerPair; }
 
 ForwardFlops forward_flops_model(const ForwardBatch& fb) {
   ForwardFlops f;

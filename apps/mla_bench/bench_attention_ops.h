@@ -62,12 +62,13 @@ int64_t causal_pairs(int64_t nq, int64_t nk);
 std::vector<int64_t> equal_split(int64_t total, int64_t parts);
 
 double sparse_mqa_flops(const SparseMqaShape& s);
-// Dense MHA: the benchmark's name (keys and mask only when they differ from causal
-// self-attention, so that the older names still name the same benchmark), its key rows over all
-// requests, its attended (query, key) pairs (causal_pairs, or nq x nk unmasked) and FLOPs.
+// Dense MHA: the benchmark's name (/keys:K whenever keys_per_request is given, /mask:none when
+// unmasked: causal self-attention keeps the name it always had), the keys of a request with nq
+// queries, its key rows over all requests, and its FLOPs (attended pairs: causal_pairs, or
+// nq x nk unmasked).
 std::string dense_mha_name(const DenseMhaShape& s);
+int64_t dense_mha_keys_of(const DenseMhaShape& s, int64_t nq);
 int64_t dense_mha_total_keys(const DenseMhaShape& s);
-double dense_mha_pairs(const DenseMhaShape& s);
 double dense_mha_flops(const DenseMhaShape& s);
 
 // The forward step's FLOP model, from the batch alone: the routing rule of SPEC 4.4

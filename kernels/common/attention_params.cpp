@@ -153,22 +153,16 @@ Status SparseMqaParams::validate() const {
                 " work partition must be planned for exactly the tokens passed)");
   }
 
-  // q, indices and the outputs are touched for every token and by every work item or planned
-  // token (even when the plan disagrees with num_tokens).
-  const char* count_name = "num_tokens";
-  int64_t count = num_tokens;
-  if (count == 0 && md.num_items > 0) {
-    count_name = "metadata.num_items";
-    count = md.num_items;
-  } else if (count == 0 && md.num_tokens_planned > 0) {
-    count_name = "metadata.num_tokens_planned";
-    count = md.num_tokens_planned;
+  if (num_tokens == 0 && md.num_items > 0) {
+    return fail(what, ": metadata.num_items is ", md.num_items,
+                " but num_tokens is 0 (work items for tokens that q does not have)");
   }
-  MLA_RETURN_IF_ERROR(require_pointer(what, "q_nope_lat", q_nope_lat, count_name, count));
-  MLA_RETURN_IF_ERROR(require_pointer(what, "q_pe", q_pe, count_name, count));
-  MLA_RETURN_IF_ERROR(require_pointer(what, "indices", indices, count_name, count));
-  MLA_RETURN_IF_ERROR(require_pointer(what, "out_lat", out_lat, count_name, count));
-  return require_pointer(what, "lse", lse, count_name, count);
+  // q, indices and the outputs are touched for every token.
+  MLA_RETURN_IF_ERROR(require_pointer(what, "q_nope_lat", q_nope_lat, "num_tokens", num_tokens));
+  MLA_RETURN_IF_ERROR(require_pointer(what, "q_pe", q_pe, "num_tokens", num_tokens));
+  MLA_RETURN_IF_ERROR(require_pointer(what, "indices", indices, "num_tokens", num_tokens));
+  MLA_RETURN_IF_ERROR(require_pointer(what, "out_lat", out_lat, "num_tokens", num_tokens));
+  return require_pointer(what, "lse", lse, "num_tokens", num_tokens);
 }
 
 Status DenseMhaParams::validate() const {

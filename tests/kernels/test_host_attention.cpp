@@ -1111,9 +1111,9 @@ TEST_F(HostAttentionTest, SparseValidateNamesTheProblem) {
   EXPECT_REFUSED(with([](P& p) { p.metadata.num_partials = -1; }), "metadata.num_partials");
   EXPECT_REFUSED(with([](P& p) { p.partial_out = nullptr; }), "partial_out");
   EXPECT_REFUSED(with([](P& p) { p.partial_lse = nullptr; }), "partial_lse");
-  // No tokens but work items: the items' tokens are the count the pointers must cover.
-  EXPECT_REFUSED(with([](P& p) { p.num_tokens = 0; p.metadata.num_tokens_planned = 0; p.q_nope_lat = nullptr; }),
-                 "q_nope_lat is null but metadata.num_items");
+  // No tokens but work items: the items name rows that q does not have.
+  EXPECT_REFUSED(with([](P& p) { p.num_tokens = 0; p.metadata.num_tokens_planned = 0; }),
+                 "but num_tokens is 0 (work items for tokens");
   // A plan for more (failure mode 4, SPEC 6.4) or fewer tokens than q has.
   EXPECT_REFUSED(with([](P& p) { p.num_tokens = 2; }), "metadata.num_tokens_planned is 5 but num_tokens is 2");
   EXPECT_REFUSED(with([](P& p) { p.metadata.num_tokens_planned = 6; }), "SPEC 6.4");

@@ -150,6 +150,11 @@ def test_the_attention_sweep_has_no_duplicate_names():
     ({"heads": [16], "tokens": [256], "requests": [1], "causal": [1]}, "/attention/dense_mha/shapes/0/causal"),
     ({"heads": [16], "tokens": [256], "requests": [1], "keys_per_request": [0]},
      "/attention/dense_mha/shapes/0/keys_per_request"),
+    ({"heads": [16], "tokens": [256], "requests": [0]}, "/attention/dense_mha/shapes/0/requests: expected integers"),
+    ({"heads": [16], "tokens": 256, "requests": [1]}, "/attention/dense_mha/shapes/0/tokens: expected a non-empty"),
+    ({"tokens": [256], "requests": [1]}, "/attention/dense_mha/shapes/0/heads: missing"),
+    ({"heads": [16], "tokens": [1024], "requests": [1024], "keys_per_request": [32768]},
+     "/attention/dense_mha/shapes/0/keys_per_request/0: 1024 requests x keys_per_request 32768"),
 ])
 def test_bad_dense_groups_are_refused_naming_the_field(group, where):
     with pytest.raises(ValueError, match=re.escape(where)):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,12 @@ RESULTS = ROOT / "docs" / "results" / "2026-11-30-h200-k"
 
 
 def run(*args: Any) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=120)
+    """plot_sweep.py as a user runs it; the test is skipped where it would draw without matplotlib
+    (plot_sweep.py then says so and exits 3: checked in test_figures_need_matplotlib)."""
+    result = subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=120)
+    if result.returncode != 0 and "drawing figures needs matplotlib" in result.stderr:
+        pytest.skip("matplotlib is not installed (scripts/install_deps.sh)")
+    return result
 
 
 def median(name: str, time_us: float, **counters: float) -> dict:
@@ -142,6 +148,23 @@ def test_figures_png_and_svg(tmp_path: Path, cache_bench: Path) -> None:
 
 
 @pytest.mark.skipif(not (RESULTS / "cache_path-call3.json").is_file(), reason="committed results not present")
+def test_figures_need_matplotlib(tmp_path: Path, cache_bench: Path) -> None:
+    # matplotlib made unimportable in the child (a module of that name that raises ImportError,
+    # first on its path): figures are a clear error, exit 3; --table still works.
+    blocker = tmp_path / "no-matplotlib"
+    blocker.mkdir()
+    (blocker / "matplotlib.py").write_text("raise ImportError('hidden by the test')\n")
+    env = {**os.environ, "PYTHONPATH": str(blocker)}
+    command = [sys.executable, str(SCRIPT), str(cache_bench)]
+    figures = subprocess.run([*command, "--out", str(tmp_path / "figs")], capture_output=True, text=True, env=env,
+                             timeout=120)
+    assert figures.returncode == 3, figures.stdout + figures.stderr
+    assert "drawing figures needs matplotlib" in figures.stderr and "install_deps.sh" in figures.stderr
+    table = subprocess.run([*command, "--table"], capture_output=True, text=True, env=env, timeout=120)
+    assert table.returncode == 0, table.stderr
+    assert table_rows(table.stdout, "pack")
+
+
 def test_committed_results_plot(tmp_path: Path) -> None:
     result = run(RESULTS / "cache_path-call3.json", "--peer", RESULTS / "peer-cache.json", "--table")
     assert result.returncode == 0, result.stderr
