@@ -1,7 +1,10 @@
 #include "lib/report.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -142,9 +145,27 @@ std::string report_to_json(const RunReport& r) {
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
+namespace {
+std::string report_temp_path(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
+}  // namespace
+
+Status check_report_writable(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return Status::error("cannot write report: '" + path + "' is a directory");
+  const std::string tmp = report_temp_path(path);
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      return Status::error("cannot write report: cannot create '" + tmp + "': " + std::strerror(errno));
+    }
+  }
+  std::remove(tmp.c_str());
+  return Status();
+}
+
 Status write_report_atomic(const std::string& path, const RunReport& r) {
   const std::string text = report_to_json(r);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = report_temp_path(path);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) return Status::error("cannot write report: cannot open '" + tmp + "' for writing");

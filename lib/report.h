@@ -41,6 +41,9 @@ Verdict run_verdict(const RunReport& r);
 
 std::string report_to_json(const RunReport& r);
 Status write_report_atomic(const std::string& path, const RunReport& r);
+// Whether write_report_atomic could write `path`, asked before a run instead of after it: the
+// path is not a directory and its temporary sibling can be created (and is removed again).
+Status check_report_writable(const std::string& path);
 
 // One scenario's result, and one check's, as single-line JSON text and back (the child-process
 // protocol of the suite runner).

@@ -253,7 +253,9 @@ int run(int argc, char** argv) {
       if (!backend) {
         std::fprintf(stderr, "mla-bench: --backend %s: the CUDA backend is not available: %s\n",
                      backend_name.c_str(), why.c_str());
-        return kExitRuntime;
+        // Asked for by name and not there: a usage error, as in mla-check; found by auto and then
+        // failing: a runtime error.
+        return backend_name == "cuda" ? kExitUsage : kExitRuntime;
       }
     } else {
       backend = make_host_backend();

@@ -227,6 +227,15 @@ int run(int argc, char** argv) {
     return kExitUsage;
   }
 
+  // A report that cannot be written is refused now, not after the whole suite has run.
+  if (!report_path.empty()) {
+    const Status s = check_report_writable(report_path);
+    if (!s.ok()) {
+      std::fprintf(stderr, "mla-check: --report: %s\n", s.message().c_str());
+      return kExitUsage;
+    }
+  }
+
   const BackendChoice choice = backend_name == "cuda" ? BackendChoice::kCuda
                                : backend_name == "host" ? BackendChoice::kHost
                                                         : BackendChoice::kAuto;

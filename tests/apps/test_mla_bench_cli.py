@@ -133,3 +133,12 @@ def test_the_attention_sweep_has_the_dense_heads_and_key_shapes():
                  "dense_mha/H:128/reqs:4/tokens:4096/keys:4096/mask:none",
                  "dense_mha/H:128/reqs:1/tokens:1024/keys:8192"]:
         assert name in names, names
+
+
+def test_cuda_by_name_without_a_usable_gpu_is_a_usage_error():
+    r = subprocess.run([BIN, "--backend", "cuda", "--sweep", "quick", "--benchmark_list_tests=true"],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode == 0:
+        pytest.skip("the CUDA backend is available here")
+    assert r.returncode == 2, r.stdout + r.stderr  # as mla-check --backend cuda
+    assert "--backend cuda: the CUDA backend is not available" in r.stderr

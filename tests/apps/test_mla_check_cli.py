@@ -103,6 +103,14 @@ def test_a_directory_or_fifo_as_scenario_is_refused_without_reading(unreadable_i
         assert r.returncode == 2 and problem in r.stderr, r.stderr
 
 
+def test_an_unwritable_report_is_refused_before_the_run(tmp_path):
+    for path, problem in ((tmp_path / "missing-dir" / "r.json", "cannot create"), (tmp_path, "is a directory")):
+        r = run("--backend", "host", "--scenario", SMALL, "--report", str(path))
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "--report" in r.stderr and str(path) in r.stderr and problem in r.stderr, r.stderr
+        assert SMALL not in r.stdout  # refused before any scenario ran
+
+
 def test_a_hanging_scenario_is_killed_and_loses_no_other_result(tmp_path):
     out = tmp_path / "r.json"
     r = run("--backend", "host", "--scenario", SMALL, "--scenario", "vllm_small_prefill", "--timeout", "2",

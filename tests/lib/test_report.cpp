@@ -83,6 +83,20 @@ TEST(Report, AtomicWriteLeavesNoTempFile) {
   EXPECT_FALSE(write_report_atomic("/nonexistent-dir/x/r.json", r).ok());
 }
 
+TEST(Report, WritableIsCheckedWithoutLeavingAFile) {
+  const auto dir = std::filesystem::temp_directory_path() / "mla_report_writable_test";
+  std::filesystem::create_directories(dir);
+  EXPECT_TRUE(check_report_writable((dir / "r.json").string()).ok());
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << "the probe's temporary file is removed";
+  const Status in_dir = check_report_writable(dir.string());
+  EXPECT_FALSE(in_dir.ok());
+  EXPECT_NE(in_dir.message().find("is a directory"), std::string::npos) << in_dir.message();
+  const Status missing = check_report_writable("/nonexistent-dir/x/r.json");
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find("/nonexistent-dir/x/r.json.tmp."), std::string::npos) << missing.message();
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Report, RunVerdictIgnoresSkipsUnlessAllSkip) {
   RunReport r;
   ScenarioResult pass, skip;
