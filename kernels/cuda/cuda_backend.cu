@@ -4,12 +4,20 @@
 // Ordering: the stream does not synchronise with the legacy default stream (cudaStreamNonBlocking),
 // so copies are issued on the same stream (cudaMemcpyAsync) and then waited for; a copy to the host
 // therefore sees every operation issued before it. release() waits for the stream before freeing.
+//
+// Faults: a kernel's execution error (an illegal address) surfaces at the next wait for the
+// stream, not at its launch. The backend keeps the names of the operations issued since the last
+// successful wait, and an error at a wait lists them (the fault is in one of them).
+// MLA_CUDA_SYNC_EACH=1 waits after every operation, so that a fault names its own.
 #include "kernels/cuda/cuda_backend.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kernels/cuda/attention_launchers.h"
 #include "kernels/cuda/cache_launchers.h"
@@ -56,6 +64,8 @@ class CudaBackendImpl final : public CudaBackend {
     MLA_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
     MLA_CUDA_CHECK(cudaDriverGetVersion(&driver));
     MLA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    const char* sync_each = std::getenv("MLA_CUDA_SYNC_EACH");
+    sync_each_ = sync_each != nullptr && std::strcmp(sync_each, "1") == 0;
     if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS) return Status::error("cublasCreate failed");
     if (cublasSetStream(cublas_, stream_) != CUBLAS_STATUS_SUCCESS) return Status::error("cublasSetStream failed");
 
@@ -102,61 +112,40 @@ class CudaBackendImpl final : public CudaBackend {
   Status copy_to_device(void* dst, const void* src, std::size_t bytes) override {
     if (bytes == 0) return Status();
     MLA_RETURN_IF_ERROR(use_device());
-    MLA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
-    MLA_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return Status();
+    MLA_RETURN_IF_ERROR(checked(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync to the device"));
+    return wait("cudaStreamSynchronize after a copy to the device");
   }
 
   Status copy_to_host(void* dst, const void* src, std::size_t bytes) override {
     if (bytes == 0) return Status();
     MLA_RETURN_IF_ERROR(use_device());
-    MLA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
-    MLA_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return Status();
+    MLA_RETURN_IF_ERROR(checked(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync to the host"));
+    return wait("cudaStreamSynchronize after a copy to the host");
   }
 
   // Waits for everything issued so far; the first error (a kernel fault is sticky) is returned.
   Status synchronize() override {
     MLA_RETURN_IF_ERROR(use_device());
-    MLA_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    MLA_CUDA_CHECK(cudaGetLastError());
-    return Status();
+    MLA_RETURN_IF_ERROR(wait("cudaStreamSynchronize"));
+    return checked(cudaGetLastError(), "cudaGetLastError after cudaStreamSynchronize");
   }
 
-  Status pack(const PackParams& p) override {
-    MLA_RETURN_IF_ERROR(use_device());
-    return launch_pack(p, stream_);
-  }
-  Status gather(const GatherParams& p) override {
-    MLA_RETURN_IF_ERROR(use_device());
-    return launch_gather(p, stream_);
-  }
+  Status pack(const PackParams& p) override { return issue("pack", [&] { return launch_pack(p, stream_); }); }
+  Status gather(const GatherParams& p) override { return issue("gather", [&] { return launch_gather(p, stream_); }); }
   Status gather_flat_fp8(const FlatFp8GatherParams& p) override {
-    MLA_RETURN_IF_ERROR(use_device());
-    return launch_gather_flat_fp8(p, stream_);
+    return issue("gather_flat_fp8", [&] { return launch_gather_flat_fp8(p, stream_); });
   }
-  Status convert(const ConvertParams& p) override {
-    MLA_RETURN_IF_ERROR(use_device());
-    return launch_convert(p, stream_);
-  }
+  Status convert(const ConvertParams& p) override { return issue("convert", [&] { return launch_convert(p, stream_); }); }
 
   bool supports_attention() const override { return true; }
-  Status gemm(const GemmParams& p) override {
-    MLA_RETURN_IF_ERROR(use_device());
-    return launch_gemm(p, stream_, cublas_);
-  }
+  Status gemm(const GemmParams& p) override { return issue("gemm", [&] { return launch_gemm(p, stream_, cublas_); }); }
   Status sparse_mqa(const SparseMqaParams& p) override {
-    MLA_RETURN_IF_ERROR(use_device());
-    return launch_sparse_mqa(p, stream_);
+    return issue("sparse_mqa", [&] { return launch_sparse_mqa(p, stream_); });
   }
   Status dense_mha(const DenseMhaParams& p) override {
-    MLA_RETURN_IF_ERROR(use_device());
-    return launch_dense_mha(p, stream_);
+    return issue("dense_mha", [&] { return launch_dense_mha(p, stream_); });
   }
-  Status merge(const MergeParams& p) override {
-    MLA_RETURN_IF_ERROR(use_device());
-    return launch_merge(p, stream_);
-  }
+  Status merge(const MergeParams& p) override { return issue("merge", [&] { return launch_merge(p, stream_); }); }
 
  private:
   // The device is per host thread in the runtime API: make ours current before every call.
@@ -165,6 +154,54 @@ class CudaBackendImpl final : public CudaBackend {
     return Status();
   }
 
+  // One operation on the stream: its launcher's status (validation, launch errors), its name kept
+  // until the next successful wait, and with MLA_CUDA_SYNC_EACH=1 a wait right after it.
+  template <typename Launch>
+  Status issue(const char* op, Launch&& launch) {
+    MLA_RETURN_IF_ERROR(use_device());
+    const Status launched = launch();
+    if (unwaited_.size() < kNamedUnwaited) {
+      unwaited_.push_back(op);
+    } else {
+      ++unwaited_unnamed_;
+    }
+    if (!launched.ok() || !sync_each_) return launched;
+    return wait(std::string("cudaStreamSynchronize after ") + op + " (MLA_CUDA_SYNC_EACH=1)");
+  }
+
+  // Waits for the stream: everything issued so far has run (and is forgotten) or one of it faulted.
+  Status wait(const std::string& what) {
+    const cudaError_t err = cudaStreamSynchronize(stream_);
+    if (err != cudaSuccess) return fault(err, what);
+    forget_unwaited();
+    return Status();
+  }
+
+  Status checked(cudaError_t err, const char* what) { return err == cudaSuccess ? Status() : fault(err, what); }
+
+  // The error, with the operations that ran since the last successful wait (one of them faulted:
+  // a fault is sticky, every later call reports it).
+  Status fault(cudaError_t err, const std::string& what) {
+    std::string context = what;
+    if (!unwaited_.empty()) {
+      context += " (operations since the last wait: ";
+      for (std::size_t i = 0; i < unwaited_.size(); ++i) context += (i ? ", " : "") + std::string(unwaited_[i]);
+      if (unwaited_unnamed_ > 0) context += " and " + std::to_string(unwaited_unnamed_) + " more";
+      context += sync_each_ ? ")" : "; MLA_CUDA_SYNC_EACH=1 waits after each to name the one)";
+    }
+    forget_unwaited();
+    return cuda_status(err, context.c_str(), __FILE__, __LINE__);
+  }
+
+  void forget_unwaited() {
+    unwaited_.clear();
+    unwaited_unnamed_ = 0;
+  }
+
+  static constexpr std::size_t kNamedUnwaited = 32;  // names kept; beyond, a count
+  std::vector<const char*> unwaited_;
+  std::size_t unwaited_unnamed_ = 0;
+  bool sync_each_ = false;
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -923,6 +925,60 @@ TEST_F(CudaBackendTest, ConvertRefusesMismatchedLengths) {
   std::vector<int32_t> values(out.size() / 4);
   std::memcpy(values.data(), out.data(), out.size());
   for (int32_t v : values) EXPECT_EQ(v, 1);  // block_table[0][0] * 64 + 1
+}
+
+[[noreturn]] void print_and_exit(const std::string& what, int code) {
+  std::fprintf(stderr, "%s\n", what.c_str());
+  std::fflush(stderr);
+  std::_Exit(code);
+}
+
+// A child process (a fault poisons the CUDA context for the rest of its process): a gather from
+// unmapped device memory, then a wait; prints the first error and exits 0 if there was one.
+[[noreturn]] void gather_from_unmapped_memory(bool sync_each) {
+  if (sync_each) ::setenv("MLA_CUDA_SYNC_EACH", "1", 1);
+  else ::unsetenv("MLA_CUDA_SYNC_EACH");
+  std::string error;
+  const std::unique_ptr<Backend> cuda = mla::make_cuda_backend(&error);
+  if (!cuda) print_and_exit("no CUDA backend: " + error, 2);
+  const int32_t zero = 0;
+  void *bt = nullptr, *ws = nullptr, *dst = nullptr;
+  Status st = cuda->allocate(sizeof zero, &bt);
+  if (st.ok()) st = cuda->allocate(sizeof zero, &ws);
+  if (st.ok()) st = cuda->allocate(kRow * sizeof(bf16_t), &dst);
+  if (st.ok()) st = cuda->copy_to_device(bt, &zero, sizeof zero);
+  if (st.ok()) st = cuda->copy_to_device(ws, &zero, sizeof zero);
+  if (!st.ok()) print_and_exit("setup: " + st.message(), 3);
+  mla::GatherParams p;
+  p.cache.data = reinterpret_cast<uint8_t*>(uintptr_t{0x1000});  // not device memory
+  p.cache.num_blocks = 1;
+  p.cache.block_size = 1;
+  p.cache.page_stride_bytes = kEntry;
+  p.block_table = static_cast<const int32_t*>(bt);
+  p.num_reqs = 1;
+  p.block_table_width = 1;
+  p.block_table_stride = 1;
+  p.workspace_starts = static_cast<const int32_t*>(ws);
+  p.dst = static_cast<bf16_t*>(dst);
+  p.dst_row_stride = kRow;
+  p.num_rows = 1;
+  st = cuda->gather(p);
+  if (st.ok()) st = cuda->synchronize();
+  if (st.ok()) print_and_exit("no fault", 4);
+  print_and_exit(st.message(), 0);
+}
+
+// An execution fault surfaces at the next wait for the stream; its message names the operations
+// issued since the last wait, and with MLA_CUDA_SYNC_EACH=1 the operation right after which it
+// waited. Each in a fresh process ("threadsafe" death tests re-run this binary).
+TEST(CudaBackendFaults, AFaultNamesTheOperationsSinceTheLastWait) {
+  std::string why;
+  if (!mla::cuda_backend_available(&why)) MLA_SKIP_WITHOUT_CUDA() << "CUDA backend unavailable: " << why;
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(gather_from_unmapped_memory(false), ::testing::ExitedWithCode(0),
+              "cudaStreamSynchronize \\(operations since the last wait: gather; MLA_CUDA_SYNC_EACH=1 waits after each");
+  EXPECT_EXIT(gather_from_unmapped_memory(true), ::testing::ExitedWithCode(0),
+              "cudaStreamSynchronize after gather \\(MLA_CUDA_SYNC_EACH=1\\) \\(operations since the last wait: gather\\)");
 }
 
 }  // namespace
