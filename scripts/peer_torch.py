@@ -427,10 +427,10 @@ def sweep_shapes(sweep):
     shapes = []
     p = sweep.get("pack")
     if p:
-        b = p["block_size"]
-        for n in p["tokens"]:
-            shapes.append((f"pack/B:{b}/tokens:{n}", "pack", n, n * PACK_BYTES_PER_TOKEN,
-                           lambda dev, g, n=n, b=b: setup_pack(n, b, dev, g)))
+        for b in p.get("block_sizes", [p.get("block_size", 64)]):
+            for n in p["tokens"]:
+                shapes.append((f"pack/B:{b}/tokens:{n}", "pack", n, n * PACK_BYTES_PER_TOKEN,
+                               lambda dev, g, n=n, b=b: setup_pack(n, b, dev, g)))
     g_ = sweep.get("gather")
     if g_:
         for b in g_["block_sizes"]:

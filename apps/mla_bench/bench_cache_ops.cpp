@@ -271,7 +271,8 @@ RegisterResult register_cache_benchmarks(BenchEnv* env, const RegisterOptions& o
   state().env = env;
   const Sweep& sw = env->sweep;
   std::vector<Shape> shapes;
-  for (int64_t n : sw.pack_tokens) shapes.push_back({Op::kPack, n, sw.pack_block_size, false, 0});
+  for (int32_t b : sw.pack_block_sizes)
+    for (int64_t n : sw.pack_tokens) shapes.push_back({Op::kPack, n, b, false, 0});
   for (int32_t b : sw.gather_block_sizes)
     for (bool ss : sw.gather_seq_starts)
       for (int64_t n : sw.gather_rows) shapes.push_back({Op::kGather, n, b, ss, 0});

@@ -378,8 +378,18 @@ Status parse_sweep(const std::string& json_text, const std::string& source, Swee
   }
   if (doc.contains("pack")) {
     const json& p = doc["pack"];
-    MLA_RETURN_IF_ERROR(check_keys(p, {"block_size", "tokens"}, source, "/pack"));
-    MLA_RETURN_IF_ERROR(read_int(p, "block_size", 1, kMaxBlockSize, source, "/pack", &s.pack_block_size));
+    MLA_RETURN_IF_ERROR(check_keys(p, {"block_size", "block_sizes", "tokens"}, source, "/pack"));
+    if (p.contains("block_size") && p.contains("block_sizes")) {
+      return err(source, "/pack/block_sizes", "give either block_size or block_sizes, not both");
+    }
+    if (p.contains("block_sizes")) {
+      MLA_RETURN_IF_ERROR(
+          read_group_list<int32_t>(p, "block_sizes", 1, kMaxBlockSize, source, "/pack", &s.pack_block_sizes));
+    } else {
+      int32_t b = s.pack_block_sizes.front();
+      MLA_RETURN_IF_ERROR(read_int(p, "block_size", 1, kMaxBlockSize, source, "/pack", &b));
+      s.pack_block_sizes = {b};
+    }
     MLA_RETURN_IF_ERROR(read_int_list<int64_t>(p, "tokens", 1, kMaxTokens, source, "/pack", &s.pack_tokens));
   }
   if (doc.contains("gather")) {

@@ -63,7 +63,7 @@ struct Sweep {
   double min_time_s = 0.05;
   HostLimits host;
 
-  int32_t pack_block_size = 64;
+  std::vector<int32_t> pack_block_sizes = {64};  // "block_size": B or "block_sizes": [B, ...]
   std::vector<int64_t> pack_tokens;
 
   std::vector<int32_t> gather_block_sizes;

@@ -142,3 +142,16 @@ def test_cuda_by_name_without_a_usable_gpu_is_a_usage_error():
         pytest.skip("the CUDA backend is available here")
     assert r.returncode == 2, r.stdout + r.stderr  # as mla-check --backend cuda
     assert "--backend cuda: the CUDA backend is not available" in r.stderr
+
+
+def test_pack_block_sizes_make_one_benchmark_each(tmp_path):
+    sweep = tmp_path / "s.json"
+    sweep.write_text(json.dumps({"schema": 1, "name": "t", "pack": {"block_sizes": [64, 61], "tokens": [1024, 4096]}}))
+    r = run("--sweep", str(sweep), "--benchmark_list_tests=true")
+    assert r.returncode == 0, r.stderr
+    assert [line.split("/manual_time")[0] for line in r.stdout.split()] == [
+        "pack/B:64/tokens:1024", "pack/B:64/tokens:4096", "pack/B:61/tokens:1024", "pack/B:61/tokens:4096"]
+    sweep.write_text(json.dumps({"schema": 1, "name": "t", "pack": {"block_size": 64, "block_sizes": [61],
+                                                                     "tokens": [1024]}}))
+    r = run("--sweep", str(sweep), "--benchmark_list_tests=true")
+    assert r.returncode == 2 and "/pack/block_sizes" in r.stderr and "not both" in r.stderr, r.stderr
