@@ -151,7 +151,9 @@ std::string report_temp_path(const std::string& path) { return path + ".tmp." + 
 
 Status check_report_writable(const std::string& path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return Status::error("cannot write report: '" + path + "' is a directory");
+  if (std::filesystem::is_directory(path, ec)) {
+    return Status::error("cannot write report: '" + path + "' is a directory");
+  }
   const std::string tmp = report_temp_path(path);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);

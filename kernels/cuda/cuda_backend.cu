@@ -112,14 +112,16 @@ class CudaBackendImpl final : public CudaBackend {
   Status copy_to_device(void* dst, const void* src, std::size_t bytes) override {
     if (bytes == 0) return Status();
     MLA_RETURN_IF_ERROR(use_device());
-    MLA_RETURN_IF_ERROR(checked(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync to the device"));
+    MLA_RETURN_IF_ERROR(
+        checked(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync to the device"));
     return wait("cudaStreamSynchronize after a copy to the device");
   }
 
   Status copy_to_host(void* dst, const void* src, std::size_t bytes) override {
     if (bytes == 0) return Status();
     MLA_RETURN_IF_ERROR(use_device());
-    MLA_RETURN_IF_ERROR(checked(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync to the host"));
+    MLA_RETURN_IF_ERROR(
+        checked(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync to the host"));
     return wait("cudaStreamSynchronize after a copy to the host");
   }
 
@@ -154,18 +156,19 @@ class CudaBackendImpl final : public CudaBackend {
     return Status();
   }
 
-  // One operation on the stream: its launcher's status (validation, launch errors), its name kept
-  // until the next successful wait, and with MLA_CUDA_SYNC_EACH=1 a wait right after it.
+  // One operation on the stream: its launcher's status (a refusal by validate() or a launch error:
+  // then nothing ran), else its name kept until the next successful wait, and with
+  // MLA_CUDA_SYNC_EACH=1 a wait right after it.
   template <typename Launch>
   Status issue(const char* op, Launch&& launch) {
     MLA_RETURN_IF_ERROR(use_device());
-    const Status launched = launch();
+    MLA_RETURN_IF_ERROR(launch());
     if (unwaited_.size() < kNamedUnwaited) {
       unwaited_.push_back(op);
     } else {
       ++unwaited_unnamed_;
     }
-    if (!launched.ok() || !sync_each_) return launched;
+    if (!sync_each_) return Status();
     return wait(std::string("cudaStreamSynchronize after ") + op + " (MLA_CUDA_SYNC_EACH=1)");
   }
 
