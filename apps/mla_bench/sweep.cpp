@@ -399,14 +399,7 @@ Status parse_sweep(const std::string& json_text, const std::string& source, Swee
         read_int_list<int32_t>(g, "block_sizes", 1, kMaxBlockSize, source, "/gather", &s.gather_block_sizes));
     MLA_RETURN_IF_ERROR(read_int_list<int64_t>(g, "rows", 1, kMaxTokens, source, "/gather", &s.gather_rows));
     if (!g.contains("seq_starts")) return err(source, "/gather/seq_starts", "missing");
-    const json& ss = g["seq_starts"];
-    if (!ss.is_array()) return err(source, "/gather/seq_starts", "expected an array of booleans");
-    for (size_t i = 0; i < ss.size(); ++i) {
-      if (!ss[i].is_boolean()) {
-        return err(source, "/gather/seq_starts/" + std::to_string(i), "expected true or false");
-      }
-      s.gather_seq_starts.push_back(ss[i].get<bool>());
-    }
+    MLA_RETURN_IF_ERROR(read_bool_group_list(g, "seq_starts", source, "/gather", &s.gather_seq_starts));
   }
   if (doc.contains("convert")) {
     const json& c = doc["convert"];

@@ -38,6 +38,10 @@ SCHEMA = '"schema": 1, "name": "t"'
     ('{' + SCHEMA + ', "repetitions": 18446744073709551615}', "/repetitions", "18446744073709551615"),
     ('{' + SCHEMA + '}', "/", "defines no benchmark"),
     ('{' + SCHEMA + ', "pack": {"tokens": []}}', "/", "defines no benchmark"),
+    ('{' + SCHEMA + ', "gather": {"block_sizes": [64], "seq_starts": [], "rows": [1024]}}', "/gather/seq_starts",
+     "expected at least one value"),
+    ('{' + SCHEMA + ', "gather": {"block_sizes": [64], "seq_starts": [1], "rows": [1024]}}', "/gather/seq_starts/0",
+     "expected true or false"),
     ('{' + SCHEMA + ', "attention": {"forward": {"batches": ['
      '{"name": "b", "heads": [16], "topk": [128], "seq_lens": [64], "query_lens": [1]},'
      '{"name": "b", "heads": [16], "topk": [128], "seq_lens": [128], "query_lens": [2]}]}}}',
