@@ -107,9 +107,27 @@ __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
 // every other scenario; the GPU unit tests have a ctest TIMEOUT; mla-bench and mla-check
 // --no-isolate have none). (A wall-clock guard here fired under
 // compute-sanitizer, whose slowed execution made correct waits look like deadlocks.)
+// Kernel debugging: built with -DMLA_MBAR_WATCHDOG, a wait of more than about 4e9 cycles prints the
+// barrier (its shared address, and that address mod 1024: in the dense kernel, whose barriers
+// start at a multiple of 1024, the bar_* offset), the parity, the CTA and the thread (lane 0 of
+// each waiting warp), then traps. printf makes ptxas serialize the kernels' wgmma (C7510): for
+// finding a hang, not for timing, and not under compute-sanitizer (see above).
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if defined(MLA_MBAR_WATCHDOG)
+  const long long start = clock64();
+  while (!mbar_try_wait(bar, parity)) {
+    if (clock64() - start > 4000000000LL) {
+      if ((threadIdx.x & 31) == 0) {
+        printf("mbar_wait stuck: bar 0x%x (mod 1024: %u) parity %u block %d thread %d\n", bar, bar & 1023u, parity,
+               static_cast<int>(blockIdx.x), static_cast<int>(threadIdx.x));
+      }
+      __trap();
+    }
+  }
+#else
   while (!mbar_try_wait(bar, parity)) {
   }
+#endif
 }
 
 // 2^x (MUFU.EX2: about 2 ulp, subnormal results flushed to zero, -inf -> +0).
