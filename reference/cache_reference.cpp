@@ -18,6 +18,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <thread>
 
 namespace mla::ref {
 namespace {
@@ -269,19 +270,43 @@ std::array<uint16_t, kLatent> dequant_entry(const uint8_t* entry) {
 // --- Pack (SPEC 1.1) ---------------------------------------------------------------------------
 
 void pack(const std::vector<uint16_t>& kv_c, const std::vector<uint16_t>& k_pe,
-          const std::vector<int64_t>& slot_mapping, const CacheGeometry& geo, std::vector<uint8_t>& cache) {
+          const std::vector<int64_t>& slot_mapping, const CacheGeometry& geo, std::vector<uint8_t>& cache,
+          unsigned threads) {
   validate_geometry(geo, cache.size(), "pack");
   const size_t n = slot_mapping.size();  // the token count; kv_c / k_pe may be longer (padding)
   require(kv_c.size() >= n * kNope, "pack: kv_c shorter than slot_mapping.size() * 512");
   require(k_pe.size() >= n * kRope, "pack: k_pe shorter than slot_mapping.size() * 64");
   const int64_t capacity = geo.num_blocks * geo.block_size;
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t slot = slot_mapping[i];
-    if (slot < 0 || slot >= capacity) continue;  // skipped: nothing is written
-    const auto entry = quantize_entry(&kv_c[i * kNope], &k_pe[i * kRope]);
-    const int64_t at = entry_offset(geo, slot / geo.block_size, slot % geo.block_size);
-    std::copy(entry.begin(), entry.end(), cache.begin() + at);
+  if (threads == 0) threads = n >= kParallelPackTokens ? std::max(1u, std::thread::hardware_concurrency()) : 1u;
+  threads = static_cast<unsigned>(std::min<size_t>(threads, std::max<size_t>(n, 1)));
+  // Token i writes its slot only if no later token has the same slot: the sequential order's
+  // last-writer-wins, so that threads write disjoint entries.
+  std::vector<int64_t> last_writer;
+  if (threads > 1) {
+    last_writer.assign(static_cast<size_t>(capacity), -1);
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t slot = slot_mapping[i];
+      if (slot >= 0 && slot < capacity) last_writer[static_cast<size_t>(slot)] = static_cast<int64_t>(i);
+    }
   }
+  auto pack_range = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      const int64_t slot = slot_mapping[i];
+      if (slot < 0 || slot >= capacity) continue;  // skipped: nothing is written
+      if (threads > 1 && last_writer[static_cast<size_t>(slot)] != static_cast<int64_t>(i)) continue;
+      const auto entry = quantize_entry(&kv_c[i * kNope], &k_pe[i * kRope]);
+      const int64_t at = entry_offset(geo, slot / geo.block_size, slot % geo.block_size);
+      std::copy(entry.begin(), entry.end(), cache.begin() + at);
+    }
+  };
+  if (threads <= 1) {
+    pack_range(0, n);
+    return;
+  }
+  std::vector<std::thread> workers;
+  workers.reserve(threads);
+  for (unsigned w = 0; w < threads; ++w) workers.emplace_back(pack_range, n * w / threads, n * (w + 1) / threads);
+  for (auto& t : workers) t.join();
 }
 
 // --- Gather (SPEC 2) ---------------------------------------------------------------------------

@@ -393,6 +393,37 @@ TEST(Pack, WritesEntriesAtPaddedSlotsAndSkipsInvalidSlots) {
   }
 }
 
+// Tokens sharing a slot: the last one's entry remains, as in token order; and the thread count
+// changes no byte (pack's threads write only the slots whose last writer they hold). 40 tokens
+// over 20 slots in padded pages, with repeats, negative and out-of-range slots.
+TEST(Pack, SharedSlotsKeepTheLastTokenOnAnyThreadCount) {
+  const CacheGeometry geo{4, 5, 5 * kEntry + 16};
+  const int tokens = 40;
+  std::mt19937 gen(1234);
+  std::normal_distribution<float> value(0.0f, 0.5f);
+  std::vector<uint16_t> kv_c(static_cast<size_t>(tokens) * 512), k_pe(static_cast<size_t>(tokens) * 64);
+  for (auto& x : kv_c) x = bf16_round(value(gen));
+  for (auto& x : k_pe) x = bf16_round(value(gen));
+  std::vector<int64_t> slots(static_cast<size_t>(tokens));
+  for (int i = 0; i < tokens; ++i) slots[static_cast<size_t>(i)] = (i * 7) % 23 - 2;  // -2 .. 20: 20 == capacity
+  std::vector<uint8_t> expected(static_cast<size_t>(geo.bytes()), 0xEE);
+  for (int64_t slot = 0; slot < 20; ++slot) {
+    int last = -1;
+    for (int i = 0; i < tokens; ++i) {
+      if (slots[static_cast<size_t>(i)] == slot) last = i;
+    }
+    if (last < 0) continue;
+    const auto entry = quantize_entry(&kv_c[static_cast<size_t>(last) * 512], &k_pe[static_cast<size_t>(last) * 64]);
+    std::memcpy(&expected[static_cast<size_t>((slot / 5) * geo.page_stride_bytes + (slot % 5) * kEntry)], entry.data(),
+                kEntry);
+  }
+  for (unsigned threads : {0u, 1u, 2u, 3u, 7u, 40u, 100u}) {
+    std::vector<uint8_t> cache(static_cast<size_t>(geo.bytes()), 0xEE);
+    pack(kv_c, k_pe, slots, geo, cache, threads);
+    EXPECT_TRUE(cache == expected) << threads << " threads";
+  }
+}
+
 TEST(Pack, RejectsShortInputsAndShortCache) {
   CacheGeometry geo{2, 4, 4 * kEntry};
   std::vector<uint8_t> cache(static_cast<size_t>(geo.bytes()), 0xFF);
