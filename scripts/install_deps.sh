@@ -12,7 +12,8 @@
 # environment, .venv/ (pip, scripts/requirements.txt; no pip into the system Python, which
 # Debian 12 / Ubuntu 24.04 refuse: PEP 668). The tests' configure step (tests/CMakeLists.txt)
 # finds whichever has them. Without them the script still succeeds, says so, and CTest reports the
-# Python tests as skipped. MLA_REQUIRE_PYTHON_TOOLS=1 (CI) makes their absence an error instead.
+# Python tests as skipped. MLA_REQUIRE_PYTHON_TOOLS=1 (CI; any value but empty or 0, as
+# MLA_REQUIRE_CUDA) makes their absence an error instead.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
@@ -114,7 +115,7 @@ if ! python_with "pytest, matplotlib" >/dev/null; then
 fi
 if python="$(python_with "pytest, matplotlib")"; then
   say "Python tools: $python (pytest, matplotlib)"
-elif [ "${MLA_REQUIRE_PYTHON_TOOLS:-0}" = 1 ]; then
+elif [ -n "${MLA_REQUIRE_PYTHON_TOOLS:-}" ] && [ "${MLA_REQUIRE_PYTHON_TOOLS}" != 0 ]; then
   # CI: the Python tests must run, not be skipped.
   echo "install_deps: error: no Python 3 with pytest and matplotlib (MLA_REQUIRE_PYTHON_TOOLS=1)" >&2
   exit 1
