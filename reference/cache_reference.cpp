@@ -18,6 +18,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 namespace mla::ref {
@@ -305,7 +306,14 @@ void pack(const std::vector<uint16_t>& kv_c, const std::vector<uint16_t>& k_pe,
   }
   std::vector<std::thread> workers;
   workers.reserve(threads);
-  for (unsigned w = 0; w < threads; ++w) workers.emplace_back(pack_range, n * w / threads, n * (w + 1) / threads);
+  for (unsigned w = 0; w < threads; ++w) {
+    const size_t begin = n * w / threads, end = n * (w + 1) / threads;
+    try {
+      workers.emplace_back(pack_range, begin, end);
+    } catch (const std::system_error&) {
+      pack_range(begin, end);  // no thread to be had: this one packs the range (the same bytes)
+    }
+  }
   for (auto& t : workers) t.join();
 }
 
