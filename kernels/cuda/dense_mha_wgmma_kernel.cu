@@ -13,8 +13,8 @@
 // CTA (384 threads) runs one item at a time. By default the grid is persistent, min(items, SMs)
 // CTAs, each taking the next unclaimed item (nth_item); MLA_DENSE_WGMMA_SCHEDULE=grid runs one CTA
 // per item instead (looping over items only past the grid's x limit or MLA_DENSE_WGMMA_MAX_CTAS).
-//   warpgroup 0, producer (setmaxnreg 40): warp 0 / 1 load the K tiles of stage 0 / 1, warp 2 / 3
-//     the V tiles of stage 0 / 1; warp 0 also loads Q, and its lane 0 fetches the CTA's next item
+//   warpgroup 0, producer (setmaxnreg 24; its loop spills a few values to local memory): warp
+//     0 / 1 load the K tiles of stage 0 / 1, warp 2 / 3 the V tiles of stage 0 / 1; warp 0 also loads Q, and its lane 0 fetches the CTA's next item
 //     and publishes it resolved to the other warps (nth_item). Per tile, after the stage's empty
 //     mbarrier:
 //     a whole tile is a TMA box per 64-column block (lane 0: arrive.expect_tx on the full
@@ -22,17 +22,19 @@
 //     cp.async, zero-filled past its keys (each lane: wait for its copies, fence.proxy.async,
 //     arrive). Q: TMA boxes on the q_full mbarrier (rows past the request are the next request's
 //     rows or zeros, computed and never stored; rows are independent in S, softmax and P V).
-//   warpgroups 1, 2, consumers (setmaxnreg 232): query rows 0..63 / 64..127 of the tile. After
+//   warpgroups 1, 2, consumers (setmaxnreg 240: Q's 48 registers beside O, S and P; at 232 ptxas
+//     serializes the wgmma, C7512): query rows 0..63 / 64..127 of the tile. After
 //     q_full, per key tile t:
 //       issue  O += P_{t-1}[keys 0..63] V           4 x wgmma m64n128k16, A = P from registers,
 //                                                     B = V from shared memory (MN-major, transposed)
-//       issue  S_t = Q K_t^T                        12 x wgmma m64n128k16, A = Q and B = K from
-//                                                     shared memory (K-major)
+//       issue  S_t = Q K_t^T                        12 x wgmma m64n128k16, A = Q from registers
+//                                                     (load_q), B = K from shared memory (K-major)
 //       wait for the first; O *= factor of the second half of tile t - 1;
 //       issue  O += P_{t-1}[keys 64..127] V         4 x wgmma
 //       wait for S_t (release K_t's stage); softmax of S_t (both halves) while that P V runs;
 //       wait for it (release V_{t-1}'s stage); O *= factor of the first half of tile t; P_t = bf16(p).
-//     After its last S the warpgroup releases Q (q_empty: what a loop over items waits for).
+//     Each warp copies its Q rows into registers after q_full and releases the buffer at once
+//     (q_empty), so the producer loads the next item's Q while this item runs.
 //   Online softmax per row on the S accumulators (4 lanes share a row: quad shuffles), in fp32,
 //   p = 2^(s scale log2 e - m log2 e) (ex2.approx; expf for the rescale factors), masked (causal
 //   and past the request's keys) only on the halves that need it; l sums the fp32 p; O's rescale is
@@ -49,7 +51,7 @@
 //   Q [128][192] 3 blocks | K[2] [128 keys][192] 3 blocks each | V[2] [128 keys][128] 2 blocks each |
 //   14 mbarriers (k_full, k_empty, v_full, v_empty per stage; q_full, q_empty; sched_full,
 //   sched_empty per item slot) | + up to 1 KiB to align the base.
-// Descriptors: Q / K K-major (SBO 1024, LBO unused = 16; k16 step kk: + 16 KiB * (kk / 4) +
+// Descriptors: K K-major (SBO 1024, LBO unused = 16; k16 step kk: + 16 KiB * (kk / 4) +
 // 32 B * (kk % 4)); V MN-major (SBO 1024 = next 8 keys, LBO 16 KiB = next 64 value columns;
 // k16 step kk: + 2 KiB * kk).
 //
@@ -88,8 +90,8 @@ constexpr int kSoftmaxKeys = 64;                // keys per online-softmax step:
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kConsumerWgs = 2;
 constexpr int kThreads = 128 * (1 + kConsumerWgs);
-constexpr int kProducerRegs = 40;
-constexpr int kConsumerRegs = 232;
+constexpr int kProducerRegs = 24;
+constexpr int kConsumerRegs = 240;
 constexpr int kBlockBytes = 128 * 128;  // one swizzled column block: 128 rows x 128 bytes
 constexpr int kQBytes = (kDq / 64) * kBlockBytes;
 constexpr int kKBytes = (kDq / 64) * kBlockBytes;
@@ -169,7 +171,7 @@ __device__ __forceinline__ uint32_t swz(int row, int chunk) { return attn_dev::s
 // kKeys rows of kChunks 16-byte chunks (kChunks = 16 or 8: 32 / kChunks rows per instruction)
 // from global `src` (row stride `stride` elements) into the swizzled block(s) at `dst`: chunk c of
 // row j to block c / 8, row j, chunk c % 8. Rows j >= `valid` are zero-filled (`zero_src` is any
-// valid global address). One warp; written for few registers (the producer runs with 40).
+// valid global address). One warp; written for few registers (the producer runs with 24).
 template <int kChunks>
 __device__ __forceinline__ void load_rows(uint32_t dst, const bf16_t* src, int64_t stride, int valid,
                                           const bf16_t* zero_src, int lane) {
@@ -187,12 +189,28 @@ __device__ __forceinline__ void load_rows(uint32_t dst, const bf16_t* src, int64
 
 // --- consumer -------------------------------------------------------------------------------------
 
-// S_t = Q K_t^T for this warpgroup's 64 rows: 12 k16 steps over the 192 dims.
-__device__ __forceinline__ void issue_qk(float (&s)[64], uint64_t q_desc, uint64_t k_desc) {
+// S_t = Q K_t^T for this warpgroup's 64 rows: 12 k16 steps over the 192 dims, Q from registers
+// (q[4 kk .. 4 kk + 3]: the A fragments of step kk, load_q), K from shared memory.
+__device__ __forceinline__ void issue_qk(float (&s)[64], const uint32_t (&q)[48], uint64_t k_desc) {
 #pragma unroll
   for (int kk = 0; kk < kDq / 16; ++kk) {
     const uint64_t step = static_cast<uint64_t>(((kk / 4) * kBlockBytes + (kk % 4) * 32) >> 4);
-    wgmma::wgmma_m64n128k16_ss(s, q_desc + step, k_desc + step, kk > 0 ? 1 : 0);
+    wgmma::wgmma_m64n128k16_rs(s, q[4 * kk], q[4 * kk + 1], q[4 * kk + 2], q[4 * kk + 3], k_desc + step, kk > 0 ? 1 : 0);
+  }
+}
+
+// This warp's 16 Q rows (tile rows 64 cw + 16 warp .. + 15) as wgmma A fragments, from the
+// swizzled Q blocks at q_base: per k16 step kk one ldmatrix.x4, lane L addressing row L % 16 at
+// columns 16 kk + 8 (L / 16) (matrices: rows 0-7 / 8-15 at columns 0-7, then at 8-15 = a0..a3).
+__device__ __forceinline__ void load_q(uint32_t (&q)[48], uint32_t q_base, int first_row, int lane) {
+  const int row = first_row + lane % 16;
+#pragma unroll
+  for (int kk = 0; kk < kDq / 16; ++kk) {
+    const int col = 16 * kk + 8 * (lane / 16);
+    uint32_t r[4];
+    attn_dev::ldmatrix_x4(r, q_base + (col / 64) * kBlockBytes + swz(row, (col % 64) / 8));
+#pragma unroll
+    for (int j = 0; j < 4; ++j) q[4 * kk + j] = r[j];
   }
 }
 
@@ -479,7 +497,7 @@ __device__ __forceinline__ ItemView nth_item(const DenseArgs& a, uint32_t sbase,
     v.w = __shfl_sync(0xFFFFFFFFu, w, 0);
     if (v.w < items) v.it = work_item<kDebug>(a, v.w);
     // Lane c < 4 stores chunk c (every lane of the warp resolved the item; one lane storing all 64
-    // bytes spilled in the producer's 40 registers). Ordering: lanes 1..3's stores must follow
+    // bytes spilled in the producer's 24 registers). Ordering: lanes 1..3's stores must follow
     // lane 0's acquire of sched_empty (the readers' loads of item n - 2 from this slot) and precede
     // its release on sched_full: __syncwarp before and after (a shuffle orders no memory).
     __syncwarp();
@@ -559,7 +577,7 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
       if (it.rows <= 0) continue;
       if (warp == 0) {
         // The item's Q rows (past the request: the next request's rows, or zeros past total_q;
-        // their outputs are never stored), once both consumers' last S of the previous item is done.
+        // their outputs are never stored), once every consumer warp has copied the previous item's Q into registers.
         if (uses > 0) wgmma::mbar_wait(sbase + bar_q_empty(), (uses - 1) & 1);
         if (lane == 0) {
           const uint32_t q_full = sbase + bar_q_full();
@@ -621,7 +639,6 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
   const int cw = __shfl_sync(0xFFFFFFFFu, wg - 1, 0);  // rows 64 cw .. 64 cw + 63 of each tile
   const int g = lane / 4, tq = lane % 4;
   const int row_lo = 64 * cw + 16 * warp + g;  // this thread's rows (tile-local): row_lo, row_lo + 8
-  const uint64_t q_desc = wgmma::desc_sw128(sbase + kOffQ + 64 * cw * 128, 16, 1024);
   const uint64_t k_desc0 = wgmma::desc_sw128(sbase + kOffK, 16, 1024);
   const uint64_t v_desc0 = wgmma::desc_sw128(sbase + kOffV, kBlockBytes, 1024);
   const uint64_t k_stage_step = kKBytes >> 4, v_stage_step = kVBytes >> 4;
@@ -649,10 +666,16 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
     for (int i = 0; i < 64; ++i) o[i] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-    // Q: waited for even when unused (its phases stay in step), released after the last S.
+    // Q: waited for even when unused (its phases stay in step); copied into registers and released
+    // at once, so that the producer loads the next item's Q while this one runs.
     wgmma::mbar_wait(sbase + bar_q_full(), uses & 1);
     ++uses;
-    if (n_kt_wg == 0 && lane == 0) wgmma::mbar_arrive(sbase + bar_q_empty());
+    uint32_t q[48];
+    if (n_kt_wg > 0) load_q(q, sbase + kOffQ, 64 * cw + 16 * warp, lane);
+    // The warp's ldmatrix reads (generic proxy) before the producer's TMA overwrite (async proxy).
+    wgmma::fence_proxy_async();
+    __syncwarp();
+    if (lane == 0) wgmma::mbar_arrive(sbase + bar_q_empty());
 
     if (n_kt_wg > 0) {
       const int vis_lo = visible_keys(a.causal, it.i0 + row_lo, nq, nk);
@@ -667,14 +690,11 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
       const int st0 = stage_of(0);
       wgmma::mbar_wait(sbase + bar_k_full(st0), parity_of(0));
       wgmma::wgmma_fence();
-      issue_qk(s, q_desc, k_desc0 + st0 * k_stage_step);
+      issue_qk(s, q, k_desc0 + st0 * k_stage_step);
       wgmma::wgmma_commit();
       wgmma::wgmma_wait<0>();
       wgmma::fence_operands(s);
-      if (lane == 0) {
-        wgmma::mbar_arrive(sbase + bar_k_empty(st0));
-        if (n_kt_wg == 1) wgmma::mbar_arrive(sbase + bar_q_empty());
-      }
+      if (lane == 0) wgmma::mbar_arrive(sbase + bar_k_empty(st0));
       if constexpr (kDebug == Debug::kScores) {
 #pragma unroll
         for (int i = 0; i < 64; ++i) o[i] = s[i] * scale;
@@ -704,7 +724,7 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
           wgmma::wgmma_fence();
           issue_pv<0>(o, p, v_desc);
           wgmma::wgmma_commit();
-          issue_qk(s, q_desc, k_desc0 + st * k_stage_step);
+          issue_qk(s, q, k_desc0 + st * k_stage_step);
           wgmma::wgmma_commit();
           wgmma::wgmma_wait<1>();  // P V first half done; S_t may still run
           wgmma::fence_operands(o);
@@ -714,10 +734,7 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
           wgmma::wgmma_commit();
           wgmma::wgmma_wait<1>();  // S_t done; P V second half may still run
           wgmma::fence_operands(s);
-          if (lane == 0) {
-            wgmma::mbar_arrive(sbase + bar_k_empty(st));
-            if (t == n_kt_wg - 1) wgmma::mbar_arrive(sbase + bar_q_empty());
-          }
+          if (lane == 0) wgmma::mbar_arrive(sbase + bar_k_empty(st));
           softmax_tile(s, m, l, factor_a, factor_b, scale, t * kKeys, vis_first, vis_lo, vis_hi, tq);
           wgmma::wgmma_wait<0>();
           wgmma::fence_operands(o);

@@ -250,6 +250,21 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t des
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
+// d (64 x 128 fp32) = A B + (accumulate ? d : 0); A (64 x 16) bf16 from registers (fragment layout
+// above), B (16 x 128) bf16 in shared memory K-major (no transpose), through a descriptor.
+__device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                                    uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " MLA_WGMMA_ACC64_REGS
+      ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n"
+      "}\n"
+      : MLA_WGMMA_ACC64_OPERANDS(d)
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "r"(accumulate));
+}
+
 // d (64 x 128 fp32) += A B; A (64 x 16) bf16 from registers (fragment layout above), B (16 x 128)
 // bf16 in shared memory MN-major (imm-trans-b = 1), through a descriptor.
 __device__ __forceinline__ void wgmma_m64n128k16_rs_bt(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2,
