@@ -37,8 +37,9 @@
 //     (q_empty), so the producer loads the next item's Q while this item runs.
 //   Online softmax per row on the S accumulators (4 lanes share a row: quad shuffles), in fp32,
 //   p = 2^(s scale log2 e - m log2 e) (ex2.approx; expf for the rescale factors), masked (causal
-//   and past the request's keys) only on the halves that need it; l sums the fp32 p; O's rescale is
-//   skipped where every factor of the warp is 1.
+//   and past the request's keys) only on the halves that need it; l sums the fp32 p (per thread,
+//   the quad's partials summed at the item's end); O's rescale is skipped where every factor of
+//   the warp is 1.
 //   out = bf16(O r), r = 1 / l rounded once per row (within an fp32 ulp of the host's division
 //   before the bf16 rounding), in 16-byte stores after a quad transpose (store_row_words); lse = m
 //   + logf(l); no visible key: 0 and -inf. The next item's published work item is read during the
@@ -230,10 +231,13 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[32]
 // s[4 i + c] = (row c >> 1, key 8 i + 2 tq + (c & 1)); keys 0..63 are i < 8 (half 0), 64..127
 // i >= 8 (half 1). Both halves' maxima first, then m after each half, then every p, then l, so
 // the shuffles and rescale-factor exps of the halves overlap instead of forming one chain. On
-// return s holds the fp32 p (masked keys: 0), m / l are the host's after both steps, and factor_a /
+// return s holds the fp32 p (masked keys: 0), m is the host's after both steps, and factor_a /
 // factor_b = exp(m_old - m_new) of each step (1 when m is unchanged): O is multiplied by factor_a
-// before half 0's P V and by factor_b before half 1's. l's fp32 sum runs in another order than the
-// host's (as the quad shuffles already did).
+// before half 0's P V and by factor_b before half 1's.
+//   l: this thread's partial row sums (its 16 keys of each 64), rescaled by the row's factors; the
+//   quad's four partials are summed once per item, before the epilogue, instead of per tile (two
+//   shuffle rounds off every tile's softmax chain: 1-3 % faster, docs/performance.md). l's fp32 sum
+//   runs in another order than the host's.
 //   Scale: the maxima are taken over the unscaled scores and then scaled (scale > 0, validated:
 //   rounding is monotonic, so this is the host's max of the scaled scores), and the scale folds into
 //   the exp's FMA: p = 2^(s (scale log2 e) - m log2 e), one FFMA and one MUFU.EX2 per score.
@@ -291,11 +295,6 @@ __device__ __forceinline__ void softmax_tile_masked(float (&s)[64], float (&m)[2
   float tsum[2][2];
 #pragma unroll
   for (int i = 0; i < 4; ++i) tsum[i >> 1][i & 1] = psum[i >> 1][i & 1][0] + psum[i >> 1][i & 1][1];
-#pragma unroll
-  for (int d = 1; d <= 2; d *= 2) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) tsum[i >> 1][i & 1] += __shfl_xor_sync(0xFFFFFFFFu, tsum[i >> 1][i & 1], d);
-  }
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     l[hh] = l[hh] * factor_a[hh] + tsum[0][hh];
@@ -699,7 +698,7 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
 #pragma unroll
         for (int i = 0; i < 64; ++i) o[i] = s[i] * scale;
         m[0] = m[1] = 0.0f;
-        l[0] = l[1] = 1.0f;
+        l[0] = l[1] = tq == 0 ? 1.0f : 0.0f;  // partial sums (softmax_tile_masked): the quad's sum to 1
         wgmma::mbar_wait(sbase + bar_v_full(st0), parity_of(0));  // V tile 0 unused: released unread
         if (lane == 0) wgmma::mbar_arrive(sbase + bar_v_empty(st0));
       } else {
@@ -707,7 +706,7 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
 #pragma unroll
           for (int i = 0; i < 64; ++i) s[i] = 8 * (i / 4) + 2 * tq + (i & 1) == row_lo + 8 * ((i >> 1) & 1) ? 1.0f : 0.0f;
           m[0] = m[1] = 0.0f;
-          l[0] = l[1] = 1.0f;
+          l[0] = l[1] = tq == 0 ? 1.0f : 0.0f;
         } else {
           softmax_tile(s, m, l, factor_a, factor_b, scale, 0, vis_first, vis_lo, vis_hi, tq);  // O is 0: no rescale
         }
@@ -777,6 +776,12 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
     PublishedItem pending;
     if constexpr (kDynamic) pending = start_read(sbase, a, n + 1);
 
+    // The rows' l from the quad's partial sums (softmax_tile_masked).
+#pragma unroll
+    for (int d = 1; d <= 2; d *= 2) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) l[r] += __shfl_xor_sync(0xFFFFFFFFu, l[r], d);
+    }
     // Epilogue (runs while the producer loads the next item's Q and key tiles): this thread's two
     // rows, columns 8 i + 2 tq, + 1. out = bf16(o r), r = 1 / l rounded once per row: one multiply
     // per value, within an fp32 ulp of normalize()'s division before the bf16 rounding, so at most
