@@ -85,12 +85,18 @@ __device__ __forceinline__ float row_lse(float m, float l) { return l == 0.0f ? 
 // exp(m_old - m_new) that rescales l and the accumulators, exactly 1 when m did not change. (When it
 // changes, m_new > m_old >= -inf, so m_new is not -inf; the factor is 0 after a row's first valid
 // tile.)
-__device__ __forceinline__ float raise_row_max(float& m, float tile_max) {
+// exp_of(d) computes the factor from d = m_old - m_new (< 0, or -inf); the overload without it uses
+// expf.
+template <typename ExpOf>
+__device__ __forceinline__ float raise_row_max(float& m, float tile_max, ExpOf exp_of) {
   const float m_new = fmaxf(m, tile_max);
   if (m_new == m) return 1.0f;
-  const float factor = expf(m - m_new);
+  const float factor = exp_of(m - m_new);
   m = m_new;
   return factor;
+}
+__device__ __forceinline__ float raise_row_max(float& m, float tile_max) {
+  return raise_row_max(m, tile_max, [](float d) { return expf(d); });
 }
 
 // What p = exp(s - ref) subtracts: the row max, or 0 while the row has no valid score (m = -inf), so
