@@ -236,7 +236,7 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[32]
 // before half 0's P V and by factor_b before half 1's.
 //   l: this thread's partial row sums (its 16 keys of each 64), rescaled by the row's factors; the
 //   quad's four partials are summed once per item, before the epilogue, instead of per tile (two
-//   shuffle rounds off every tile's softmax chain: 1-3 % faster, docs/performance.md). l's fp32 sum
+//   shuffle rounds off every tile's softmax chain: 0.5-3 % faster, docs/performance.md). l's fp32 sum
 //   runs in another order than the host's.
 //   Scale: the maxima are taken over the unscaled scores and then scaled (scale > 0, validated:
 //   rounding is monotonic, so this is the host's max of the scaled scores), and the scale folds into
@@ -276,7 +276,7 @@ __device__ __forceinline__ void softmax_tile_masked(float (&s)[64], float (&m)[2
   float ref2[2][2];  // [half][row]: m log2 e after that half's step
   // The rescale factors by ex2.approx as well (2^((m_old - m_new) log2 e); -inf -> +0, subnormal
   // factors flushed to 0): expf's range reduction sat on the softmax's critical path, which is what
-  // a key tile waits for (2-4.6 % faster than expf on every dense shape, docs/performance.md).
+  // a key tile waits for (1.6-4.6 % faster than expf on every dense shape, docs/performance.md).
   const auto exp_of = [](float d) { return wgmma::ex2_approx(d * kLog2e); };
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
