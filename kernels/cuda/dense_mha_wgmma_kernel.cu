@@ -14,9 +14,9 @@
 // CTAs, each taking the next unclaimed item (nth_item); MLA_DENSE_WGMMA_SCHEDULE=grid runs one CTA
 // per item instead (looping over items only past the grid's x limit or MLA_DENSE_WGMMA_MAX_CTAS).
 //   warpgroup 0, producer (setmaxnreg 24; its loop spills a few values to local memory): warp
-//     0 / 1 load the K tiles of stage 0 / 1, warp 2 / 3 the V tiles of stage 0 / 1; warp 0 also loads Q, and its lane 0 fetches the CTA's next item
-//     and publishes it resolved to the other warps (nth_item). Per tile, after the stage's empty
-//     mbarrier:
+//     0 / 1 load the K tiles of stage 0 / 1, warp 2 / 3 the V tiles of stage 0 / 1; warp 0 also
+//     loads Q, and its lane 0 fetches the CTA's next item and publishes it resolved to the other
+//     warps (nth_item). Per tile, after the stage's empty mbarrier:
 //     a whole tile is a TMA box per 64-column block (lane 0: arrive.expect_tx on the full
 //     mbarrier, then the boxes; the other lanes arrive); a request's partial last tile is 16-byte
 //     cp.async, zero-filled past its keys (each lane: wait for its copies, fence.proxy.async,

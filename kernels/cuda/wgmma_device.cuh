@@ -236,20 +236,6 @@ __device__ __forceinline__ void fence_operands(uint32_t (&x)[N]) {
       "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),          \
       "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 
-// d (64 x 128 fp32) = A B + (accumulate ? d : 0); A (64 x 16) and B (16 x 128) bf16 in shared
-// memory, both K-major (no transpose), through descriptors.
-__device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " MLA_WGMMA_ACC64_REGS
-      ", %64, %65, p, 1, 1, 0, 0;\n"
-      "}\n"
-      : MLA_WGMMA_ACC64_OPERANDS(d)
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-
 // d (64 x 128 fp32) = A B + (accumulate ? d : 0); A (64 x 16) bf16 from registers (fragment layout
 // above), B (16 x 128) bf16 in shared memory K-major (no transpose), through a descriptor.
 __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
