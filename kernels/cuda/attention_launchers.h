@@ -6,7 +6,9 @@
 // Kernel execution errors surface at the next synchronisation. Pointers in the params are device
 // pointers (cu_seqlens_*_host of DenseMhaParams: host memory). Semantics and precision contract:
 // kernels/common/attention_params.h; same algorithm as the host backend (kernels/host/), results
-// equal to accumulation order (fp32 sums in a different order, exp/log to a few ulps).
+// equal to accumulation order (fp32 sums in a different order, exp/log to a few ulps), except that
+// the dense `wgmma` kernel takes online-softmax steps of 128 keys where the host backend takes 64
+// (host::dense_mha's softmax_keys: the same softmax, P rounded to bf16 against another running max).
 //
 // Implementation choice (read from the environment at every call):
 //   MLA_SPARSE_MQA_IMPL = wgmma (default) | tc | simple

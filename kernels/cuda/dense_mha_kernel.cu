@@ -1,4 +1,4 @@
-// Dense MHA over a varlen batch (SPEC 4.2): the algorithm of the host backend
+// Dense MHA over a varlen batch (SPEC 4.2): the algorithm of the host's dense_mha
 // (kernels/host/host_dense_mha.cpp) on the GPU, in three implementations behind launch_dense_mha
 // (attention_launchers.h says how one is chosen): `simple` and `tc` here, `wgmma` (Hopper only) in
 // dense_mha_wgmma_kernel.cu.
@@ -6,9 +6,10 @@
 // Request r owns queries [cu_q[r], cu_q[r+1]) and keys [cu_k[r], cu_k[r+1]); query i (0-based in
 // the request) sees keys j < visible(i) = nk unmasked, clamp(i + nk - nq + 1, 0, nk) causal
 // (bottom-right). q = [q_nope (128), q_pe (64)] of head h, k = [k_nope (128) of head h, k_pe (64,
-// shared by heads)], v (128) of head h. Keys in tiles of 64 from key 0; masked scores are -inf; per
-// tile m / l / acc are updated as in the host (online softmax in fp32 with exp, tile sums of the
-// fp32 p, P rounded to bf16 for P V); out = bf16(acc / l), lse = m + ln l; no visible key: 0, -inf.
+// shared by heads)], v (128) of head h. Keys in tiles of 64 from key 0 (`simple`, `tc`: the host
+// backend's step; `wgmma`: 128); masked scores are -inf; per tile m / l / acc are updated as in
+// the host (online softmax in fp32 with exp, tile sums of the fp32 p, P rounded to bf16 for P V);
+// out = bf16(acc / l), lse = m + ln l; no visible key: 0, -inf.
 // The grid is sized from the host copies of cu_seqlens; the kernels read the device copies and
 // clamp every range to [0, total_q) / [0, total_k), so no value there can make them read or write
 // out of bounds.
@@ -31,9 +32,10 @@
 // work item per (request, 128 queries, head), run by CTAs of 384 threads (a TMA producer warpgroup
 // and two wgmma consumer warpgroups) on a persistent grid that takes items dynamically
 // (MLA_DENSE_WGMMA_SCHEDULE = persistent (default) | grid: one CTA per item); key tiles of 128
-// loaded and multiplied at once, the online softmax still per 64 keys as above; see
-// dense_mha_wgmma_kernel.cu. Built when the configured CUDA architectures
-// include 90 (MLA_HAVE_WGMMA); otherwise, or on other devices, it falls back to `tc`.
+// loaded and multiplied at once, one online-softmax step per tile (dense_wgmma::kSoftmaxStepKeys:
+// the host's dense_mha with softmax_keys = 128); see dense_mha_wgmma_kernel.cu. Built when the
+// configured CUDA architectures include 90 (MLA_HAVE_WGMMA); otherwise, or on other devices, it
+// falls back to `tc`.
 // MLA_DENSE_WGMMA_DEBUG = scores | values makes it write one isolated product instead of the
 // attention (dense_mha_wgmma.h; an unsupported error when the wgmma kernel cannot run).
 #include <cuda_runtime.h>

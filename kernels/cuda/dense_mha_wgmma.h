@@ -14,6 +14,11 @@ namespace mla::dense_wgmma {
 
 inline constexpr int kRowsPerCta = 128;
 
+// Keys per online-softmax step: one step per 128-key tile (the host backend, `simple` and `tc`
+// step per kAttentionTile = 64). host::dense_mha(p, kSoftmaxStepKeys) is this kernel's algorithm,
+// to the rounding the kernel's header lists (DenseMhaMatchesHost compares the two).
+inline constexpr int kSoftmaxStepKeys = 128;
+
 // Debug outputs (MLA_DENSE_WGMMA_DEBUG, read by the launcher), each isolating one product. Only
 // key tile 0 (keys 0..127 of the request) is used, unmasked, and lse is written as 0 (requests
 // without keys: out 0 and lse -inf as usual):

@@ -1,13 +1,15 @@
 // Dense MHA (SPEC 4.2) for Hopper, `wgmma` implementation: FlashAttention-3-style forward with
 // warpgroup MMA, TMA loads, warp specialisation and register reallocation. Built only for sm_90a
 // (kernels/CMakeLists.txt); launch_dense_mha (dense_mha_kernel.cu) chooses it. Semantics are those
-// of the host and the `tc` kernel (see dense_mha_kernel.cu), to fp32 accumulation order, exp's
-// last bits (softmax_tile_masked) and out's last bit (a reciprocal per row instead of a division
-// per value: at most 1 bf16 ulp, in rare values): the kernel loads and multiplies 128-key tiles
-// but runs the online softmax per 64-key half, as the host does per 64-key tile, so m, the bf16
-// rounding of P and l follow the host step by step. (A 128-key softmax step differs from the host by P's
-// rounding: up to about 2 bf16 ulps of out at scale 0.5, i.e. past the tests' 2e-2 tolerance at
-// scale >= 1.)
+// of the host's dense_mha with one online-softmax step per 128-key tile (kSoftmaxStepKeys; the host
+// backend, `simple` and `tc` step per 64 keys), to fp32 accumulation order, exp's last bits
+// (softmax_tile_masked) and out's last bit (a reciprocal per row instead of a division per value:
+// at most 1 bf16 ulp, in rare values): m, the bf16 rounding of P and l follow that host algorithm
+// step by step (DenseMhaMatchesHost). Both step sizes compute the same softmax; they differ by where
+// P is rounded to bf16 (relative to the 64- or the 128-key max), well within SPEC 8's tolerances
+// against the reference. 128-key steps let the whole P_{t-1} V run under the softmax of S_t,
+// without the wait and O rescale between its halves that 64-key steps need (2-4 % faster on every
+// dense shape, docs/performance.md, sixteenth session).
 //
 // Work item = (request, 128-query tile, head; WorkItem: later query tiles of a request first); a
 // CTA (384 threads) runs one item at a time. By default the grid is persistent, min(items, SMs)
@@ -25,14 +27,14 @@
 //   warpgroups 1, 2, consumers (setmaxnreg 240: Q's 48 registers beside O, S and P; at 232 ptxas
 //     serializes the wgmma, C7512): query rows 0..63 / 64..127 of the tile. After
 //     q_full, per key tile t:
-//       issue  O += P_{t-1}[keys 0..63] V           4 x wgmma m64n128k16, A = P from registers,
-//                                                     B = V from shared memory (MN-major, transposed)
 //       issue  S_t = Q K_t^T                        12 x wgmma m64n128k16, A = Q from registers
 //                                                     (load_q), B = K from shared memory (K-major)
-//       wait for the first; O *= factor of the second half of tile t - 1;
-//       issue  O += P_{t-1}[keys 64..127] V         4 x wgmma
-//       wait for S_t (release K_t's stage); softmax of S_t (both halves) while that P V runs;
-//       wait for it (release V_{t-1}'s stage); O *= factor of the first half of tile t; P_t = bf16(p).
+//       issue  O += P_{t-1} V_{t-1}                 8 x wgmma m64n128k16, A = P from registers,
+//                                                     B = V from shared memory (MN-major, transposed)
+//       wait for S_t (release K_t's stage); softmax of S_t while that P V runs;
+//       wait for it (release V_{t-1}'s stage); O *= factor of tile t; P_t = bf16(p).
+//     (The FlashAttention-3 order. With 64-key softmax steps, S_t ran between the two P V halves,
+//     whose O rescale waited for the first: 2-4 % slower.)
 //     Each warp copies its Q rows into registers after q_full and releases the buffer at once
 //     (q_empty), so the producer loads the next item's Q while this item runs.
 //   Online softmax per row on the S accumulators (4 lanes share a row: quad shuffles), in fp32,
@@ -57,8 +59,8 @@
 // k16 step kk: + 2 KiB * kk).
 //
 // Figures, profiles and the variants tried (ping-pong, a static persistent grid, the
-// FlashAttention-3 issue order, a named-barrier item hand-over): docs/performance.md and
-// docs/ARCHITECTURE-NOTES.md.
+// FlashAttention-3 issue order with 64-key softmax steps, a named-barrier item hand-over, S
+// double-buffered): docs/performance.md and docs/ARCHITECTURE-NOTES.md.
 #include "kernels/cuda/dense_mha_wgmma.h"
 
 #include <cuda.h>
@@ -87,7 +89,6 @@ constexpr int kDr = kQkHeadDim - kNopeHeadDim;  // 64
 constexpr int kDv = kVHeadDim;                  // 128
 constexpr int kRows = kRowsPerCta;              // 128 queries per CTA
 constexpr int kKeys = 128;                      // keys per tile (loads, S = Q K^T)
-constexpr int kSoftmaxKeys = 64;                // keys per online-softmax step: the host's kAttentionTile
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kConsumerWgs = 2;
 constexpr int kThreads = 128 * (1 + kConsumerWgs);
@@ -109,7 +110,7 @@ constexpr int kFullArrivals = 32;                 // every lane of the loading w
 static_assert(kSmemBytes == 214128, "one CTA per SM, within the 227 KiB opt-in limit");
 static_assert(kItemBytes == 8 * kWorkSlotWords / 2, "WorkSchedule's slot size");
 static_assert(kRows == 64 * kConsumerWgs && kKeys == 128 && kDv == 128, "m64n128 tiles: S and O are 64 x 128");
-static_assert(kKeys == 2 * kSoftmaxKeys, "two softmax halves per key tile (softmax_tile_masked, issue_pv)");
+static_assert(kSoftmaxStepKeys == kKeys, "one online-softmax step per key tile (softmax_tile_masked, issue_pv)");
 // Registers per thread at launch (__launch_bounds__(384, 1): 65536 / 384 rounded down to 8; ptxas
 // allocates exactly this, runs_on() checks it). The CTA's register pool gets what the producer
 // releases and must cover what the consumers ask for, or setmaxnreg.inc waits forever.
@@ -215,26 +216,23 @@ __device__ __forceinline__ void load_q(uint32_t (&q)[48], uint32_t q_base, int f
   }
 }
 
-// O += P V for half `kHalf` of the tile (keys 64 kHalf .. + 63): 4 k16 steps; p[4 kk .. 4 kk + 3]
-// are the A fragments of k16 step kk (kk = 4 kHalf .. 4 kHalf + 3).
-template <int kHalf>
+// O += P V over the tile's 128 keys: 8 k16 steps; p[4 kk .. 4 kk + 3] are the A fragments of k16
+// step kk (keys 16 kk .. + 15).
 __device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[32], uint64_t v_desc) {
 #pragma unroll
-  for (int kk = 4 * kHalf; kk < 4 * kHalf + 4; ++kk) {
+  for (int kk = 0; kk < kKeys / 16; ++kk) {
     const uint64_t step = static_cast<uint64_t>((kk * 16 * 128) >> 4);
     wgmma::wgmma_m64n128k16_rs_bt(o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], v_desc + step);
   }
 }
 
-// The online softmax of one 128-key tile starting at key `key0`: the host's two 64-key steps
-// (kAttentionTile), computed side by side. This thread holds rows g and g + 8 of its warp:
+// The online softmax of one 128-key tile starting at key `key0`, one step (kSoftmaxStepKeys): the
+// host's dense_mha with softmax_keys = 128. This thread holds rows g and g + 8 of its warp:
 // s[4 i + c] = (row c >> 1, key 8 i + 2 tq + (c & 1)); keys 0..63 are i < 8 (half 0), 64..127
-// i >= 8 (half 1). Both halves' maxima first, then m after each half, then every p, then l, so
-// the shuffles and rescale-factor exps of the halves overlap instead of forming one chain. On
-// return s holds the fp32 p (masked keys: 0), m is the host's after both steps, and factor_a /
-// factor_b = exp(m_old - m_new) of each step (1 when m is unchanged): O is multiplied by factor_a
-// before half 0's P V and by factor_b before half 1's.
-//   l: this thread's partial row sums (its 16 keys of each 64), rescaled by the row's factors; the
+// i >= 8 (half 1; the halves matter only for the masks). On return s holds the fp32 p (masked
+// keys: 0), m is the host's after the step, and factor = exp(m_old - m_new) (1 when m is
+// unchanged), by which O is multiplied before P V adds this tile.
+//   l: this thread's partial row sums (its 32 keys of the 128), rescaled by the row's factor; the
 //   quad's four partials are summed once per item, before the epilogue, instead of per tile (two
 //   shuffle rounds off every tile's softmax chain: 0.5-3 % faster, docs/performance.md). l's fp32 sum
 //   runs in another order than the host's.
@@ -250,12 +248,12 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[32]
 //   Masks (kMask0 / kMask1 for the halves that need one): key 8 i + (c & 1) >= lim[row] is masked,
 //   lim = the row's visible keys - key0 - 2 tq.
 template <bool kMask0, bool kMask1>
-__device__ __forceinline__ void softmax_tile_masked(float (&s)[64], float (&m)[2], float (&l)[2], float (&factor_a)[2],
-                                                    float (&factor_b)[2], float scale, int lim0, int lim1) {
-  constexpr int kParts = 2;  // independent partial maxima / sums per (half, row): short chains
-  float pmax[2][2][kParts];  // [half][row][part]
+__device__ __forceinline__ void softmax_tile_masked(float (&s)[64], float (&m)[2], float (&l)[2], float (&factor)[2],
+                                                    float scale, int lim0, int lim1) {
+  constexpr int kParts = 4;  // independent partial maxima / sums per row: short chains
+  float pmax[2][kParts];     // [row][part]
 #pragma unroll
-  for (int i = 0; i < 2 * 2 * kParts; ++i) (&pmax[0][0][0])[i] = -INFINITY;
+  for (int i = 0; i < 2 * kParts; ++i) (&pmax[0][0])[i] = -INFINITY;
 #pragma unroll
   for (int e = 0; e < 64; ++e) {
     const int half = e >> 5, c = e & 3;
@@ -263,61 +261,52 @@ __device__ __forceinline__ void softmax_tile_masked(float (&s)[64], float (&m)[2
     float x = s[e];
     if (mask && 8 * (e >> 2) + (c & 1) >= (c < 2 ? lim0 : lim1)) x = -INFINITY;
     s[e] = x;
-    pmax[half][c >> 1][(e >> 2) % kParts] = fmaxf(pmax[half][c >> 1][(e >> 2) % kParts], x);
+    pmax[c >> 1][(e >> 2) % kParts] = fmaxf(pmax[c >> 1][(e >> 2) % kParts], x);
   }
-  float tmax[2][2];
+  float tmax[2];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) tmax[i >> 1][i & 1] = fmaxf(pmax[i >> 1][i & 1][0], pmax[i >> 1][i & 1][1]);
+  for (int r = 0; r < 2; ++r) tmax[r] = fmaxf(fmaxf(pmax[r][0], pmax[r][1]), fmaxf(pmax[r][2], pmax[r][3]));
 #pragma unroll
   for (int d = 1; d <= 2; d *= 2) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) tmax[i >> 1][i & 1] = fmaxf(tmax[i >> 1][i & 1], __shfl_xor_sync(0xFFFFFFFFu, tmax[i >> 1][i & 1], d));
+    for (int r = 0; r < 2; ++r) tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xFFFFFFFFu, tmax[r], d));
   }
-  float ref2[2][2];  // [half][row]: m log2 e after that half's step
+  float ref2[2];  // [row]: m log2 e after the step
   // The rescale factors by ex2.approx as well (2^((m_old - m_new) log2 e); -inf -> +0, subnormal
   // factors flushed to 0): expf's range reduction sat on the softmax's critical path, which is what
   // a key tile waits for (1.6-4.6 % faster than expf on every dense shape, docs/performance.md).
   const auto exp_of = [](float d) { return wgmma::ex2_approx(d * kLog2e); };
 #pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    factor_a[hh] = attn_dev::raise_row_max(m[hh], tmax[0][hh] * scale, exp_of);
-    ref2[0][hh] = attn_dev::exp_ref(m[hh]) * kLog2e;
-    factor_b[hh] = attn_dev::raise_row_max(m[hh], tmax[1][hh] * scale, exp_of);
-    ref2[1][hh] = attn_dev::exp_ref(m[hh]) * kLog2e;
+  for (int r = 0; r < 2; ++r) {
+    factor[r] = attn_dev::raise_row_max(m[r], tmax[r] * scale, exp_of);
+    ref2[r] = attn_dev::exp_ref(m[r]) * kLog2e;
   }
   const float mul = scale * kLog2e;
-  float psum[2][2][kParts];
+  float psum[2][kParts];
 #pragma unroll
-  for (int i = 0; i < 2 * 2 * kParts; ++i) (&psum[0][0][0])[i] = 0.0f;
+  for (int i = 0; i < 2 * kParts; ++i) (&psum[0][0])[i] = 0.0f;
 #pragma unroll
   for (int e = 0; e < 64; ++e) {
-    const int half = e >> 5, row = (e >> 1) & 1;
-    const float p = wgmma::ex2_approx(fmaf(s[e], mul, -ref2[half][row]));
-    psum[half][row][(e >> 2) % kParts] += p;
+    const int row = (e >> 1) & 1;
+    const float p = wgmma::ex2_approx(fmaf(s[e], mul, -ref2[row]));
+    psum[row][(e >> 2) % kParts] += p;
     s[e] = p;
   }
-  float tsum[2][2];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) tsum[i >> 1][i & 1] = psum[i >> 1][i & 1][0] + psum[i >> 1][i & 1][1];
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    l[hh] = l[hh] * factor_a[hh] + tsum[0][hh];
-    l[hh] = l[hh] * factor_b[hh] + tsum[1][hh];
-  }
+  for (int r = 0; r < 2; ++r) l[r] = l[r] * factor[r] + ((psum[r][0] + psum[r][1]) + (psum[r][2] + psum[r][3]));
 }
 
 // softmax_tile_masked with the masks the tile needs: a half is masked where the warpgroup's first
 // row (the fewest visible keys, vis_first) does not see all of it.
-__device__ __forceinline__ void softmax_tile(float (&s)[64], float (&m)[2], float (&l)[2], float (&factor_a)[2],
-                                             float (&factor_b)[2], float scale, int key0, int vis_first, int vis_lo,
-                                             int vis_hi, int tq) {
+__device__ __forceinline__ void softmax_tile(float (&s)[64], float (&m)[2], float (&l)[2], float (&factor)[2], float scale,
+                                             int key0, int vis_first, int vis_lo, int vis_hi, int tq) {
   const int lim0 = vis_lo - key0 - 2 * tq, lim1 = vis_hi - key0 - 2 * tq;
   if (key0 + 64 > vis_first) {
-    softmax_tile_masked<true, true>(s, m, l, factor_a, factor_b, scale, lim0, lim1);
+    softmax_tile_masked<true, true>(s, m, l, factor, scale, lim0, lim1);
   } else if (key0 + 128 > vis_first) {
-    softmax_tile_masked<false, true>(s, m, l, factor_a, factor_b, scale, lim0, lim1);
+    softmax_tile_masked<false, true>(s, m, l, factor, scale, lim0, lim1);
   } else {
-    softmax_tile_masked<false, false>(s, m, l, factor_a, factor_b, scale, lim0, lim1);
+    softmax_tile_masked<false, false>(s, m, l, factor, scale, lim0, lim1);
   }
 }
 
@@ -687,7 +676,7 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
 
       float s[64];
       uint32_t p[32];
-      float factor_a[2], factor_b[2] = {1.0f, 1.0f};
+      float factor[2] = {1.0f, 1.0f};
 
       // Key tile 0.
       const int st0 = stage_of(0);
@@ -712,12 +701,12 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
           m[0] = m[1] = 0.0f;
           l[0] = l[1] = tq == 0 ? 1.0f : 0.0f;
         } else {
-          softmax_tile(s, m, l, factor_a, factor_b, scale, 0, vis_first, vis_lo, vis_hi, tq);  // O is 0: no rescale
+          softmax_tile(s, m, l, factor, scale, 0, vis_first, vis_lo, vis_hi, tq);  // O is 0: no rescale
         }
         pack_p(p, s);
 
-        // Tile t: S_t = Q K_t^T runs with the first half of P_{t-1} V_{t-1}; O is rescaled for the
-        // second half (the host's per-64-key m), whose P V then runs with the softmax of S_t.
+        // Tile t: S_t = Q K_t^T, then P_{t-1} V_{t-1}, which runs with the softmax of S_t; O is
+        // rescaled for tile t once that P V is done.
         for (int t = 1; t < n_kt_wg; ++t) {
           const int st = stage_of(t), pst = stage_of(t - 1);
           // Through __shfl_sync for the same reason as cw: uniform registers for P V's descriptors.
@@ -725,25 +714,19 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
           wgmma::mbar_wait(sbase + bar_k_full(st), parity_of(t));
           wgmma::mbar_wait(sbase + bar_v_full(pst), parity_of(t - 1));
           wgmma::wgmma_fence();
-          issue_pv<0>(o, p, v_desc);
-          wgmma::wgmma_commit();
           issue_qk(s, q, k_desc0 + st * k_stage_step);
           wgmma::wgmma_commit();
-          wgmma::wgmma_wait<1>();  // P V first half done; S_t may still run
-          wgmma::fence_operands(o);
-          scale_rows(o, factor_b);
-          wgmma::wgmma_fence();
-          issue_pv<1>(o, p, v_desc);
+          issue_pv(o, p, v_desc);
           wgmma::wgmma_commit();
-          wgmma::wgmma_wait<1>();  // S_t done; P V second half may still run
+          wgmma::wgmma_wait<1>();  // S_t done; P V may still run
           wgmma::fence_operands(s);
           if (lane == 0) wgmma::mbar_arrive(sbase + bar_k_empty(st));
-          softmax_tile(s, m, l, factor_a, factor_b, scale, t * kKeys, vis_first, vis_lo, vis_hi, tq);
+          softmax_tile(s, m, l, factor, scale, t * kKeys, vis_first, vis_lo, vis_hi, tq);
           wgmma::wgmma_wait<0>();
           wgmma::fence_operands(o);
           wgmma::fence_operands(p);
           if (lane == 0) wgmma::mbar_arrive(sbase + bar_v_empty(pst));
-          scale_rows(o, factor_a);
+          scale_rows(o, factor);
           pack_p(p, s);
         }
 
@@ -752,13 +735,7 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
         const uint64_t v_desc = v_desc0 + stl * v_stage_step;
         wgmma::mbar_wait(sbase + bar_v_full(stl), parity_of(n_kt_wg - 1));
         wgmma::wgmma_fence();
-        issue_pv<0>(o, p, v_desc);
-        wgmma::wgmma_commit();
-        wgmma::wgmma_wait<0>();
-        wgmma::fence_operands(o);
-        scale_rows(o, factor_b);
-        wgmma::wgmma_fence();
-        issue_pv<1>(o, p, v_desc);
+        issue_pv(o, p, v_desc);
         wgmma::wgmma_commit();
         wgmma::wgmma_wait<0>();
         wgmma::fence_operands(o);

@@ -1,13 +1,14 @@
 // Host dense MHA (SPEC 4.2): varlen attention, bottom-right causal or unmasked, the algorithm of
-// the GPU kernel one (request, head, query) row at a time.
+// the GPU kernels one (request, head, query) row at a time.
 //
 // Per request r and head h, the request's keys k = [k_nope (128), k_pe (64, shared by heads)] and
 // values (128) are widened to fp32 once. Per query row i (q = [q_nope, q_pe] widened to fp32):
 // the visible keys are [0, nk) unmasked, [0, min(nk, i + nk - nq + 1)) causal; they are taken in
-// tiles of kAttentionTile (64) keys starting at key 0 (the last tile cut at the mask, as a
-// masked GPU tile); s_j = dot_f32(q, k_j, 192) * scale; online softmax in fp32 (max and sum
-// updated once per tile, l += the fp32 tile sum in key order); acc[128] += bf16_rne(p_j) * v_j
-// in fp32 key by key; out = bf16(acc / l), lse = m + ln l. No visible key: out 0, lse -inf.
+// tiles of `softmax_keys` keys (kAttentionTile = 64 by default; 128 for the `wgmma` kernel)
+// starting at key 0 (the last tile cut at the mask, as a masked GPU tile);
+// s_j = dot_f32(q, k_j, 192) * scale; online softmax in fp32 (max and sum updated once per tile,
+// l += the fp32 tile sum in key order); acc[128] += bf16_rne(p_j) * v_j in fp32 key by key;
+// out = bf16(acc / l), lse = m + ln l. No visible key: out 0, lse -inf.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -27,12 +28,13 @@ constexpr int kDv = kVHeadDim;     // 128
 
 }  // namespace
 
-void dense_mha(const DenseMhaParams& p) {
+void dense_mha(const DenseMhaParams& p, int softmax_keys) {
   const int H = p.num_heads;
   std::vector<float> keys, vals;
   float q[kDq];
   float acc[kDv];
-  float scores[kAttentionTile];
+  const int step = std::max(softmax_keys, 1);
+  std::vector<float> scores(static_cast<size_t>(step));
 
   for (int32_t r = 0; r < p.num_reqs; ++r) {
     const int64_t q0 = p.cu_seqlens_q_host[r], nq = p.cu_seqlens_q_host[r + 1] - q0;
@@ -63,8 +65,8 @@ void dense_mha(const DenseMhaParams& p) {
 
         OnlineSoftmaxRow row;
         std::fill(acc, acc + kDv, 0.0f);
-        for (int64_t c0 = 0; c0 < visible; c0 += kAttentionTile) {
-          const int n = static_cast<int>(std::min<int64_t>(kAttentionTile, visible - c0));
+        for (int64_t c0 = 0; c0 < visible; c0 += step) {
+          const int n = static_cast<int>(std::min<int64_t>(step, visible - c0));
           float tile_max = -INFINITY;
           for (int j = 0; j < n; ++j) {
             scores[j] = dot_f32(q, &keys[static_cast<size_t>(c0 + j) * kDq], kDq) * p.scale;

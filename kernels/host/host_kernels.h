@@ -35,7 +35,8 @@ int64_t gather_source_offset(const GatherParams& p, int64_t row, int64_t entry_s
 
 // --- Attention (SPEC 4). Precision contract of attention_params.h: bf16 operands widened to
 // fp32, fp32 accumulation, softmax in fp32 with exp(), P rounded to bf16 for P.V, outputs
-// rounded to bf16 once. Column tiles of kAttentionTile keys, as the CUDA kernels use.
+// rounded to bf16 once. Column tiles of kAttentionTile keys, as the CUDA kernels use (dense MHA's
+// `wgmma` kernel: 128, dense_mha's softmax_keys).
 
 inline constexpr int kAttentionTile = 64;
 
@@ -51,8 +52,13 @@ void gemm(const GemmParams& p);
 void sparse_mqa(const SparseMqaParams& p);
 
 // SPEC 4.2 attention of one varlen batch (bottom-right causal or unmasked), sized by the host
-// copies of cu_seqlens.
-void dense_mha(const DenseMhaParams& p);
+// copies of cu_seqlens. One online-softmax step per `softmax_keys` keys (values below 1 act as 1),
+// from key 0: the host backend, and the `simple` and `tc` CUDA kernels, use kAttentionTile; the
+// Hopper `wgmma` kernel 128 (dense_wgmma::kSoftmaxStepKeys). The same softmax, to rounding: p in
+// fp32 against another running max, its bf16 rounding, the rescale factors and l's grouping;
+// both match the double reference at SPEC 8's tolerances, and a kernel's tests compare it with its
+// own step size.
+void dense_mha(const DenseMhaParams& p, int softmax_keys = kAttentionTile);
 
 // SPEC 4.2 LSE merge, row by row (out may alias out_a or out_b, lse may alias lse_a or lse_b).
 void merge(const MergeParams& p);

@@ -1,7 +1,9 @@
 // The host backend's attention operations (GEMM, sparse MQA, dense MHA, LSE merge) and the
 // validate() of their params. Expected values are computed here, in double, from the SPEC
 // formulas with this file's own bf16 / E4M3 decoding and rounding: nothing of kernels/ is used to
-// build an expectation. Tolerances follow SPEC 8: outputs abs 1e-3 OR rel 2e-2, LSE abs 1e-4.
+// build an expectation (one exception: DenseSoftmaxStepsBothMatchDoubleReference checks that the
+// backend runs host::dense_mha's default step). Tolerances follow SPEC 8: outputs abs 1e-3 OR rel
+// 2e-2, LSE abs 1e-4.
 // Every buffer an operation writes has poisoned guard elements on both sides, and the cache
 // memory around (and inside) the pool is 0xFF (NaN in every field) so a stray read shows.
 #include <gtest/gtest.h>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/host/host_kernels.h"
 
 namespace {
 
@@ -833,6 +836,35 @@ TEST_F(HostAttentionTest, DenseMaskedKeysAreNeverUsed) {
     EXPECT_TRUE(std::isnan(bf16_value(r.out[static_cast<size_t>(kDv + e)]))) << e;
   }
   EXPECT_TRUE(std::isfinite(r.lse[0]));
+}
+
+// host::dense_mha's softmax step: 64 keys (the host backend, the `simple` and `tc` kernels) and
+// 128 (the Hopper `wgmma` kernel, whose test compares it with this step) both match the double
+// reference, at the model's scale and at peaked ones (scale 1 and 2, where P's bf16 rounding weighs
+// most); the two steps give different bits (so the step reaches the computation), and the host
+// backend runs the 64-key step.
+TEST_F(HostAttentionTest, DenseSoftmaxStepsBothMatchDoubleReference) {
+  for (const float scale : {0.0721688f, 1.0f, 2.0f}) {
+    SCOPED_TRACE("scale " + std::to_string(scale));
+    DenseCase c;
+    c.init(2, {{40, 300}, {130, 130}, {1, 129}}, 8);
+    c.scale = scale;
+    std::mt19937 rng(31);
+    c.randomize(rng);
+    DenseRun r64(c), r128(c), rb(c);
+    mla::host::dense_mha(dense_params(c, r64), 64);
+    mla::host::dense_mha(dense_params(c, r128), 128);
+    ASSERT_TRUE(backend->dense_mha(dense_params(c, rb)).ok());
+    const Expected x = dense_reference(c);
+    expect_dense_matches(r64, x);
+    expect_dense_matches(r128, x);
+    int differing = 0;
+    for (size_t i = 0; i < x.out.size(); ++i) {
+      differing += r64.out[i] != r128.out[i];
+      ASSERT_EQ(rb.out[i], r64.out[i]) << "host backend, element " << i;
+    }
+    EXPECT_GT(differing, 0) << "the 64- and 128-key steps gave the same bits";
+  }
 }
 
 // ---- GEMM --------------------------------------------------------------------------------------
