@@ -8,7 +8,7 @@
 // step by step (DenseMhaMatchesHost). Both step sizes compute the same softmax; they differ by where
 // P is rounded to bf16 (relative to the 64- or the 128-key max), well within SPEC 8's tolerances
 // against the reference. 128-key steps let the whole P_{t-1} V run under the softmax of S_t,
-// without the wait and O rescale between its halves that 64-key steps need (2-4 % faster on every
+// without the wait and O rescale between its halves that 64-key steps need (1-5 % faster on every
 // dense shape, docs/performance.md, sixteenth session).
 //
 // Work item = (request, 128-query tile, head; WorkItem: later query tiles of a request first); a
@@ -34,7 +34,7 @@
 //       wait for S_t (release K_t's stage); softmax of S_t while that P V runs;
 //       wait for it (release V_{t-1}'s stage); O *= factor of tile t; P_t = bf16(p).
 //     (The FlashAttention-3 order. With 64-key softmax steps, S_t ran between the two P V halves,
-//     whose O rescale waited for the first: 2-4 % slower.)
+//     whose O rescale waited for the first: 1-5 % slower.)
 //     Each warp copies its Q rows into registers after q_full and releases the buffer at once
 //     (q_empty), so the producer loads the next item's Q while this item runs.
 //   Online softmax per row on the S accumulators (4 lanes share a row: quad shuffles), in fp32,
