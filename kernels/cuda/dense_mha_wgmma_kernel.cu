@@ -60,7 +60,8 @@
 //
 // Figures, profiles and the variants tried (ping-pong, a static persistent grid, the
 // FlashAttention-3 issue order with 64-key softmax steps, a named-barrier item hand-over, S
-// double-buffered): docs/performance.md and docs/ARCHITECTURE-NOTES.md.
+// double-buffered, the epilogue through shared memory and TMA stores, mbarrier suspend-time
+// hints): docs/performance.md and docs/ARCHITECTURE-NOTES.md.
 #include "kernels/cuda/dense_mha_wgmma.h"
 
 #include <cuda.h>
