@@ -670,6 +670,25 @@ struct DenseProblem {
     return p;
   }
 
+  // The host algorithm with each online-softmax step (host::dense_mha), run on the host buffers:
+  // [0] kAttentionTile keys (the host backend, simple, tc), [1] dense_wgmma::kSoftmaxStepKeys
+  // (wgmma); softmax_step_of names the one an implementation follows.
+  struct HostRefs {
+    std::vector<bf16_t> out[2];
+    std::vector<float> lse[2];
+  };
+  HostRefs host_references() const {
+    const int softmax_keys[2] = {mla::host::kAttentionTile, mla::dense_wgmma::kSoftmaxStepKeys};
+    HostRefs refs;
+    for (int k = 0; k < 2; ++k) {
+      mla::host::dense_mha(params(kHost), softmax_keys[k]);
+      refs.out[k] = d_out->read<bf16_t>(kHost, "out");
+      refs.lse[k] = d_lse->read<float>(kHost, "lse");
+    }
+    return refs;
+  }
+  static int softmax_step_of(const std::string& impl) { return impl == "wgmma" ? 1 : 0; }
+
   void expect_inputs_unchanged() const {
     d_qn->expect_unchanged("q_nope");
     d_qp->expect_unchanged("q_pe");
@@ -722,12 +741,7 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
     os << "dense " << c.label << " H=" << H << " causal=" << c.causal << " q_pad=" << c.q_pad << " out_shift=" << c.out_shift;
     const std::string name = os.str();
     SCOPED_TRACE(name);
-    require(host_->dense_mha(pb.params(kHost)), "host dense_mha");
-    const auto ref_out = d_out->read<bf16_t>(kHost, "out");
-    const auto ref_lse = d_lse->read<float>(kHost, "lse");
-    mla::host::dense_mha(pb.params(kHost), mla::dense_wgmma::kSoftmaxStepKeys);
-    const auto ref_out_128 = d_out->read<bf16_t>(kHost, "out");
-    const auto ref_lse_128 = d_lse->read<float>(kHost, "lse");
+    const DenseProblem::HostRefs ref = pb.host_references();
 
     std::vector<bf16_t> impl_out[3];
     std::vector<float> impl_lse[3];
@@ -753,9 +767,9 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
       impl_out[i] = d_out->read<bf16_t>(kCuda, "out");
       impl_lse[i] = d_lse->read<float>(kCuda, "lse");
       // The host algorithm of what ran (`ran` differs from impls[i] only on the fallbacks).
-      const bool step_128 = ran == "wgmma";
-      expect_close_bf16(step_128 ? ref_out_128 : ref_out, impl_out[i], name + " out vs host, softmax step of " + ran);
-      expect_close_f32(step_128 ? ref_lse_128 : ref_lse, impl_lse[i], name + " lse vs host, softmax step of " + ran, 1e-4, 0.0);
+      const int k = DenseProblem::softmax_step_of(ran);
+      expect_close_bf16(ref.out[k], impl_out[i], name + " out vs host, softmax step of " + ran);
+      expect_close_f32(ref.lse[k], impl_lse[i], name + " lse vs host, softmax step of " + ran, 1e-4, 0.0);
       // Bitwise deterministic run to run (wgmma's other schedules are compared with it below).
       d_out->reset_cuda();
       d_lse->reset_cuda();
@@ -971,24 +985,19 @@ TEST_F(CudaAttentionTest, DenseMhaNeighbourRequestStaysOut) {
 
     const std::size_t out_0 = static_cast<std::size_t>(nq[0]) * H * kDv, lse_0 = static_cast<std::size_t>(nq[0]) * H;
     // Request 0 on the host, with each softmax step (the implementations' own, as in
-    // DenseMhaMatchesHost): [0] 64 keys (simple, tc), [1] 128 keys (wgmma).
-    const int softmax_keys[2] = {mla::host::kAttentionTile, mla::dense_wgmma::kSoftmaxStepKeys};
-    std::vector<bf16_t> ref_out[2];
-    std::vector<float> ref_lse[2];
+    // DenseMhaMatchesHost).
+    DenseProblem::HostRefs ref = pb.host_references();
     for (int k = 0; k < 2; ++k) {
-      mla::host::dense_mha(pb.params(kHost), softmax_keys[k]);
-      ref_out[k] = pb.d_out->read<bf16_t>(kHost, "out");
-      ref_lse[k] = pb.d_lse->read<float>(kHost, "lse");
-      ref_out[k].resize(out_0);
-      ref_lse[k].resize(lse_0);
-      for (const bf16_t x : ref_out[k]) ASSERT_TRUE(std::isfinite(mla::bf16_to_f32(x))) << "host: request 0 is finite";
+      ref.out[k].resize(out_0);
+      ref.lse[k].resize(lse_0);
+      for (const bf16_t x : ref.out[k]) ASSERT_TRUE(std::isfinite(mla::bf16_to_f32(x))) << "host: request 0 is finite";
     }
     for (const char* impl : {"wgmma", "tc", "simple"}) {
       SCOPED_TRACE(std::string("MLA_DENSE_MHA_IMPL=") + impl);
       ScopedEnv env("MLA_DENSE_MHA_IMPL", impl);
       std::string ran;
       require(mla::dense_mha_implementation_for(pb.params(kCuda), device_of(*cuda_), &ran), "implementation");
-      const int k = ran == "wgmma" ? 1 : 0;
+      const int k = DenseProblem::softmax_step_of(ran);
       pb.d_out->reset_cuda();
       pb.d_lse->reset_cuda();
       require(cuda_->dense_mha(pb.params(kCuda)), "cuda dense_mha");
@@ -997,8 +1006,8 @@ TEST_F(CudaAttentionTest, DenseMhaNeighbourRequestStaysOut) {
       auto got_lse = pb.d_lse->read<float>(kCuda, "lse");
       got_out.resize(out_0);
       got_lse.resize(lse_0);
-      expect_close_bf16(ref_out[k], got_out, "request 0 out vs host, softmax step of " + ran);
-      expect_close_f32(ref_lse[k], got_lse, "request 0 lse vs host, softmax step of " + ran, 1e-4, 0.0);
+      expect_close_bf16(ref.out[k], got_out, "request 0 out vs host, softmax step of " + ran);
+      expect_close_f32(ref.lse[k], got_lse, "request 0 lse vs host, softmax step of " + ran, 1e-4, 0.0);
     }
   }
 }
