@@ -35,6 +35,11 @@
 //       wait for it (release V_{t-1}'s stage); O *= factor of tile t; P_t = bf16(p).
 //     (The FlashAttention-3 order. With 64-key softmax steps, S_t ran between the two P V halves,
 //     whose O rescale waited for the first: 1-5 % slower.)
+//     A warpgroup's last tile is narrow where none of its rows sees that tile's keys 64..127 (the
+//     first warpgroup of a tile on the causal diagonal; a request's last <= 64 keys): S over its
+//     first 64 keys (m64n64, issue_qk_lo), the softmax over those 32 scores per thread, P V over 4
+//     k16 steps. The keys left out would be masked, p = 0, adding exactly nothing to l and O.
+//     (2.3 % faster at 8 x 512 queries, level elsewhere: docs/performance.md, eighteenth session.)
 //     Each warp copies its Q rows into registers after q_full and releases the buffer at once
 //     (q_empty), so the producer loads the next item's Q while this item runs.
 //   Online softmax per row on the S accumulators (4 lanes share a row: quad shuffles), in fp32,
@@ -72,6 +77,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "kernels/common/attention_params.h"
 #include "kernels/cuda/attention_device.cuh"
@@ -202,6 +208,18 @@ __device__ __forceinline__ void issue_qk(float (&s)[64], const uint32_t (&q)[48]
   }
 }
 
+// issue_qk for a narrow tile (no row of the warpgroup sees its keys 64..127: the warpgroup's last
+// tile on the causal diagonal, or a request's last keys): S over the tile's first 64 keys only,
+// s (m64n64, half the tensor work: the first half of an m64n128 S's layout, s[4 i + c] = row
+// c >> 1, key 8 i + 2 tq + (c & 1), i < 8).
+__device__ __forceinline__ void issue_qk_lo(float (&s)[32], const uint32_t (&q)[48], uint64_t k_desc) {
+#pragma unroll
+  for (int kk = 0; kk < kDq / 16; ++kk) {
+    const uint64_t step = static_cast<uint64_t>(((kk / 4) * kBlockBytes + (kk % 4) * 32) >> 4);
+    wgmma::wgmma_m64n64k16_rs(s, q[4 * kk], q[4 * kk + 1], q[4 * kk + 2], q[4 * kk + 3], k_desc + step, kk > 0 ? 1 : 0);
+  }
+}
+
 // This warp's 16 Q rows (tile rows 64 cw + 16 warp .. + 15) as wgmma A fragments, from the
 // swizzled Q blocks at q_base: per k16 step kk one ldmatrix.x4, lane L addressing row L % 16 at
 // columns 16 kk + 8 (L / 16) (matrices: rows 0-7 / 8-15 at columns 0-7, then at 8-15 = a0..a3).
@@ -217,11 +235,13 @@ __device__ __forceinline__ void load_q(uint32_t (&q)[48], uint32_t q_base, int f
   }
 }
 
-// O += P V over the tile's 128 keys: 8 k16 steps; p[4 kk .. 4 kk + 3] are the A fragments of k16
-// step kk (keys 16 kk .. + 15).
+// O += P V over the tile's 128 keys (kSteps 8), or over its first 64 (kSteps 4: a narrow tile, whose
+// P is 0 past them): k16 steps; p[4 kk .. 4 kk + 3] are the A fragments of k16 step kk (keys 16 kk
+// .. + 15).
+template <int kSteps = kKeys / 16>
 __device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[32], uint64_t v_desc) {
 #pragma unroll
-  for (int kk = 0; kk < kKeys / 16; ++kk) {
+  for (int kk = 0; kk < kSteps; ++kk) {
     const uint64_t step = static_cast<uint64_t>((kk * 16 * 128) >> 4);
     wgmma::wgmma_m64n128k16_rs_bt(o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], v_desc + step);
   }
@@ -248,15 +268,17 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[32]
 //   mla-check reports.
 //   Masks (kMask0 / kMask1 for the halves that need one): key 8 i + (c & 1) >= lim[row] is masked,
 //   lim = the row's visible keys - key0 - 2 tq.
-template <bool kMask0, bool kMask1>
-__device__ __forceinline__ void softmax_tile_masked(float (&s)[64], float (&m)[2], float (&l)[2], float (&factor)[2],
+//   kE = 32: a narrow tile's keys 0..63 only (issue_qk_lo); its keys 64..127 would all be masked,
+//   p = 0, which adds exactly nothing to l and (issue_pv<4>) to O.
+template <bool kMask0, bool kMask1, int kE = 64>
+__device__ __forceinline__ void softmax_tile_masked(float (&s)[kE], float (&m)[2], float (&l)[2], float (&factor)[2],
                                                     float scale, int lim0, int lim1) {
   constexpr int kParts = 4;  // independent partial maxima / sums per row: short chains
   float pmax[2][kParts];     // [row][part]
 #pragma unroll
   for (int i = 0; i < 2 * kParts; ++i) (&pmax[0][0])[i] = -INFINITY;
 #pragma unroll
-  for (int e = 0; e < 64; ++e) {
+  for (int e = 0; e < kE; ++e) {
     const int half = e >> 5, c = e & 3;
     const bool mask = half == 0 ? kMask0 : kMask1;
     float x = s[e];
@@ -287,12 +309,13 @@ __device__ __forceinline__ void softmax_tile_masked(float (&s)[64], float (&m)[2
 #pragma unroll
   for (int i = 0; i < 2 * kParts; ++i) (&psum[0][0])[i] = 0.0f;
 #pragma unroll
-  for (int e = 0; e < 64; ++e) {
+  for (int e = 0; e < kE; ++e) {
     const int row = (e >> 1) & 1;
     const float p = wgmma::ex2_approx(fmaf(s[e], mul, -ref2[row]));
     psum[row][(e >> 2) % kParts] += p;
     s[e] = p;
   }
+
 #pragma unroll
   for (int r = 0; r < 2; ++r) l[r] = l[r] * factor[r] + ((psum[r][0] + psum[r][1]) + (psum[r][2] + psum[r][3]));
 }
@@ -319,9 +342,22 @@ __device__ __forceinline__ void scale_rows(float (&o)[64], const float (&factor)
   for (int i = 0; i < 64; ++i) o[i] *= factor[(i >> 1) & 1];
 }
 
-__device__ __forceinline__ void pack_p(uint32_t (&p)[32], const float (&s)[64]) {
+// The S accumulators of a tile with kE scores per thread: `wide` (64) or `narrow` (32).
+template <int kE>
+__device__ __forceinline__ auto& scores_of(float (&wide)[64], float (&narrow)[32]) {
+  if constexpr (kE == 64) {
+    return wide;
+  } else {
+    return narrow;
+  }
+}
+
+// P's A fragments from the softmax's p: all 32 words from a 128-key tile, p[0..15] from a narrow
+// tile's 32 values (p[16..31] then unused: issue_pv<4>).
+template <int kE>
+__device__ __forceinline__ void pack_p(uint32_t (&p)[32], const float (&s)[kE]) {
 #pragma unroll
-  for (int j = 0; j < 32; ++j) p[j] = pack_bf16x2(s[2 * j], s[2 * j + 1]);
+  for (int j = 0; j < kE / 2; ++j) p[j] = pack_bf16x2(s[2 * j], s[2 * j + 1]);
 }
 
 // One row of out from this thread's words (bf16 pairs) w[i] = columns 8 i + 2 tq, + 1, i = 0..15
@@ -649,8 +685,15 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
     }
     const int nq = it.rq.count, nk = it.rk.count;
     const int wg_rows = it.rows - 64 * cw < 0 ? 0 : (it.rows - 64 * cw > 64 ? 64 : it.rows - 64 * cw);
-    int n_kt_wg = wg_rows == 0 ? 0 : (visible_keys(a.causal, it.i0 + 64 * cw + wg_rows - 1, nq, nk) + kKeys - 1) / kKeys;
-    if constexpr (kDebug != Debug::kNone) n_kt_wg = wg_rows == 0 ? 0 : it.n_kt;
+    const int vis_last = wg_rows == 0 ? 0 : visible_keys(a.causal, it.i0 + 64 * cw + wg_rows - 1, nq, nk);
+    int n_kt_wg = (vis_last + kKeys - 1) / kKeys;
+    // The warpgroup's last tile is narrow where none of its rows sees that tile's keys 64..127
+    // (issue_qk_lo): on the causal diagonal, the first warpgroup's rows of an aligned tile.
+    bool narrow = n_kt_wg > 0 && vis_last - (n_kt_wg - 1) * kKeys <= 64;
+    if constexpr (kDebug != Debug::kNone) {
+      n_kt_wg = wg_rows == 0 ? 0 : it.n_kt;
+      narrow = false;
+    }
     auto stage_of = [&](int t) { return __shfl_sync(0xFFFFFFFFu, static_cast<int>((g_base + t) & 1), 0); };
     auto parity_of = [&](int t) { return static_cast<uint32_t>(((g_base + t) >> 1) & 1); };
 
@@ -679,15 +722,35 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
       uint32_t p[32];
       float factor[2] = {1.0f, 1.0f};
 
-      // Key tile 0.
+      // Key tile 0 (a narrow one where it is the warpgroup's only tile).
       const int st0 = stage_of(0);
       wgmma::mbar_wait(sbase + bar_k_full(st0), parity_of(0));
       wgmma::wgmma_fence();
-      issue_qk(s, q, k_desc0 + st0 * k_stage_step);
-      wgmma::wgmma_commit();
-      wgmma::wgmma_wait<0>();
-      wgmma::fence_operands(s);
-      if (lane == 0) wgmma::mbar_arrive(sbase + bar_k_empty(st0));
+      if (narrow && n_kt_wg == 1) {
+        float sn[32];
+        issue_qk_lo(sn, q, k_desc0 + st0 * k_stage_step);
+        wgmma::wgmma_commit();
+        wgmma::wgmma_wait<0>();
+        wgmma::fence_operands(sn);
+        if (lane == 0) wgmma::mbar_arrive(sbase + bar_k_empty(st0));
+        softmax_tile_masked<true, true, 32>(sn, m, l, factor, scale, vis_lo - 2 * tq, vis_hi - 2 * tq);
+        pack_p(p, sn);
+      } else {
+        issue_qk(s, q, k_desc0 + st0 * k_stage_step);
+        wgmma::wgmma_commit();
+        wgmma::wgmma_wait<0>();
+        wgmma::fence_operands(s);
+        if (lane == 0) wgmma::mbar_arrive(sbase + bar_k_empty(st0));
+        if constexpr (kDebug == Debug::kValues) {
+#pragma unroll
+          for (int i = 0; i < 64; ++i) s[i] = 8 * (i / 4) + 2 * tq + (i & 1) == row_lo + 8 * ((i >> 1) & 1) ? 1.0f : 0.0f;
+          m[0] = m[1] = 0.0f;
+          l[0] = l[1] = tq == 0 ? 1.0f : 0.0f;
+        } else if constexpr (kDebug == Debug::kNone) {
+          softmax_tile(s, m, l, factor, scale, 0, vis_first, vis_lo, vis_hi, tq);  // O is 0: no rescale
+        }
+        pack_p(p, s);
+      }
       if constexpr (kDebug == Debug::kScores) {
 #pragma unroll
         for (int i = 0; i < 64; ++i) o[i] = s[i] * scale;
@@ -696,47 +759,56 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
         wgmma::mbar_wait(sbase + bar_v_full(st0), parity_of(0));  // V tile 0 unused: released unread
         if (lane == 0) wgmma::mbar_arrive(sbase + bar_v_empty(st0));
       } else {
-        if constexpr (kDebug == Debug::kValues) {
-#pragma unroll
-          for (int i = 0; i < 64; ++i) s[i] = 8 * (i / 4) + 2 * tq + (i & 1) == row_lo + 8 * ((i >> 1) & 1) ? 1.0f : 0.0f;
-          m[0] = m[1] = 0.0f;
-          l[0] = l[1] = tq == 0 ? 1.0f : 0.0f;
-        } else {
-          softmax_tile(s, m, l, factor, scale, 0, vis_first, vis_lo, vis_hi, tq);  // O is 0: no rescale
-        }
-        pack_p(p, s);
-
         // Tile t: S_t = Q K_t^T, then P_{t-1} V_{t-1}, which runs with the softmax of S_t; O is
-        // rescaled for tile t once that P V is done.
-        for (int t = 1; t < n_kt_wg; ++t) {
+        // rescaled for tile t once that P V is done. kE: the scores per thread, 64 (a whole tile)
+        // or 32 (a narrow one: issue_qk_lo, P V over its first 64 keys after the loop).
+        auto key_tile = [&](const int t, auto scores) {
+          constexpr int kE = decltype(scores)::value;
           const int st = stage_of(t), pst = stage_of(t - 1);
           // Through __shfl_sync for the same reason as cw: uniform registers for P V's descriptors.
           const uint64_t v_desc = __shfl_sync(0xFFFFFFFFu, static_cast<unsigned long long>(v_desc0 + pst * v_stage_step), 0);
           wgmma::mbar_wait(sbase + bar_k_full(st), parity_of(t));
           wgmma::mbar_wait(sbase + bar_v_full(pst), parity_of(t - 1));
+          float narrow_s[32];
+          auto& st_s = scores_of<kE>(s, narrow_s);
           wgmma::wgmma_fence();
-          issue_qk(s, q, k_desc0 + st * k_stage_step);
+          if constexpr (kE == 64) {
+            issue_qk(st_s, q, k_desc0 + st * k_stage_step);
+          } else {
+            issue_qk_lo(st_s, q, k_desc0 + st * k_stage_step);
+          }
           wgmma::wgmma_commit();
           issue_pv(o, p, v_desc);
           wgmma::wgmma_commit();
           wgmma::wgmma_wait<1>();  // S_t done; P V may still run
-          wgmma::fence_operands(s);
+          wgmma::fence_operands(st_s);
           if (lane == 0) wgmma::mbar_arrive(sbase + bar_k_empty(st));
-          softmax_tile(s, m, l, factor, scale, t * kKeys, vis_first, vis_lo, vis_hi, tq);
+          if constexpr (kE == 64) {
+            softmax_tile(st_s, m, l, factor, scale, t * kKeys, vis_first, vis_lo, vis_hi, tq);
+          } else {
+            softmax_tile_masked<true, true, 32>(st_s, m, l, factor, scale, vis_lo - t * kKeys - 2 * tq, vis_hi - t * kKeys - 2 * tq);
+          }
           wgmma::wgmma_wait<0>();
           wgmma::fence_operands(o);
           wgmma::fence_operands(p);
           if (lane == 0) wgmma::mbar_arrive(sbase + bar_v_empty(pst));
           scale_rows(o, factor);
-          pack_p(p, s);
-        }
+          pack_p(p, st_s);
+        };
+        const int wide_end = narrow ? n_kt_wg - 1 : n_kt_wg;
+        for (int t = 1; t < wide_end; ++t) key_tile(t, std::integral_constant<int, 64>{});
+        if (narrow && n_kt_wg > 1) key_tile(n_kt_wg - 1, std::integral_constant<int, 32>{});
 
-        // P V of the warpgroup's last tile.
+        // P V of the warpgroup's last tile (a narrow tile's first 64 keys only).
         const int stl = stage_of(n_kt_wg - 1);
         const uint64_t v_desc = v_desc0 + stl * v_stage_step;
         wgmma::mbar_wait(sbase + bar_v_full(stl), parity_of(n_kt_wg - 1));
         wgmma::wgmma_fence();
-        issue_pv(o, p, v_desc);
+        if (narrow) {
+          issue_pv<4>(o, p, v_desc);
+        } else {
+          issue_pv(o, p, v_desc);
+        }
         wgmma::wgmma_commit();
         wgmma::wgmma_wait<0>();
         wgmma::fence_operands(o);
