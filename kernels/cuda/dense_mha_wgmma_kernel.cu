@@ -39,7 +39,8 @@
 //     first warpgroup of a tile on the causal diagonal; a request's last <= 64 keys): S over its
 //     first 64 keys (m64n64, issue_qk_lo), the softmax over those 32 scores per thread, P V over 4
 //     k16 steps. The keys left out would be masked, p = 0, adding exactly nothing to l and O.
-//     (2.3 % faster at 8 x 512 queries, level elsewhere: docs/performance.md, eighteenth session.)
+//     (2.1-2.4 % faster at 8 x 512 queries, level elsewhere: docs/performance.md, eighteenth
+//     session.)
 //     Each warp copies its Q rows into registers after q_full and releases the buffer at once
 //     (q_empty), so the producer loads the next item's Q while this item runs.
 //   Online softmax per row on the S accumulators (4 lanes share a row: quad shuffles), in fp32,
@@ -66,7 +67,7 @@
 // Figures, profiles and the variants tried (ping-pong, a static persistent grid, the
 // FlashAttention-3 issue order with 64-key softmax steps, a named-barrier item hand-over, S
 // double-buffered, the epilogue through shared memory and TMA stores, mbarrier suspend-time
-// hints): docs/performance.md and docs/ARCHITECTURE-NOTES.md.
+// hints, 2-CTA clusters with K / V multicast): docs/performance.md and docs/ARCHITECTURE-NOTES.md.
 #include "kernels/cuda/dense_mha_wgmma.h"
 
 #include <cuda.h>
