@@ -316,7 +316,6 @@ __device__ __forceinline__ void softmax_tile_masked(float (&s)[kE], float (&m)[2
     psum[row][(e >> 2) % kParts] += p;
     s[e] = p;
   }
-
 #pragma unroll
   for (int r = 0; r < 2; ++r) l[r] = l[r] * factor[r] + ((psum[r][0] + psum[r][1]) + (psum[r][2] + psum[r][3]));
 }
@@ -689,7 +688,8 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
     const int vis_last = wg_rows == 0 ? 0 : visible_keys(a.causal, it.i0 + 64 * cw + wg_rows - 1, nq, nk);
     int n_kt_wg = (vis_last + kKeys - 1) / kKeys;
     // The warpgroup's last tile is narrow where none of its rows sees that tile's keys 64..127
-    // (issue_qk_lo): on the causal diagonal, the first warpgroup's rows of an aligned tile.
+    // (issue_qk_lo): the first warpgroup's rows of a tile on the causal diagonal, a request's last
+    // 1..64 keys.
     bool narrow = n_kt_wg > 0 && vis_last - (n_kt_wg - 1) * kKeys <= 64;
     if constexpr (kDebug != Debug::kNone) {
       n_kt_wg = wg_rows == 0 ? 0 : it.n_kt;
