@@ -35,10 +35,13 @@
 //       wait for it (release V_{t-1}'s stage); O *= factor of tile t; P_t = bf16(p).
 //     (The FlashAttention-3 order. With 64-key softmax steps, S_t ran between the two P V halves,
 //     whose O rescale waited for the first: 1-5 % slower.)
-//     A warpgroup's last tile is narrow where none of its rows sees that tile's keys 64..127 (the
-//     first warpgroup of a tile on the causal diagonal; a request's last <= 64 keys): S over its
-//     first 64 keys (m64n64, issue_qk_lo), the softmax over those 32 scores per thread, P V over 4
-//     k16 steps. The keys left out would be masked, p = 0, adding exactly nothing to l and O.
+//     A warpgroup's last tile is narrow where none of its rows sees that tile's keys 64..127 (on
+//     the causal diagonal one warpgroup of each full query tile: the first where (nk - nq) mod 128
+//     is 0 or 65..127, the second where it is 1..64; unmasked, a request's last 1..64 keys): S
+//     over its first 64 keys (m64n64, issue_qk_lo), the softmax over those 32 scores per thread,
+//     P V over 4 k16 steps. The keys left out would be masked, p = 0, adding exactly nothing to l
+//     and O for finite V (an Inf / NaN in V at such a key no longer reaches O as 0 * Inf; the host
+//     skips masked keys altogether).
 //     (2.1-2.4 % faster at 8 x 512 queries, level elsewhere: docs/performance.md, eighteenth
 //     session.)
 //     Each warp copies its Q rows into registers after q_full and releases the buffer at once
@@ -254,7 +257,7 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[32]
 // i >= 8 (half 1; the halves matter only for the masks). On return s holds the fp32 p (masked
 // keys: 0), m is the host's after the step, and factor = exp(m_old - m_new) (1 when m is
 // unchanged), by which O is multiplied before P V adds this tile.
-//   l: this thread's partial row sums (its 32 keys of the 128), rescaled by the row's factor; the
+//   l: this thread's partial row sums (its 32 keys of the 128; 16 of 64 with kE = 32), rescaled by the row's factor; the
 //   quad's four partials are summed once per item, before the epilogue, instead of per tile (two
 //   shuffle rounds off every tile's softmax chain: 0.5-3 % faster, docs/performance.md). l's fp32 sum
 //   runs in another order than the host's.
@@ -688,8 +691,8 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
     const int vis_last = wg_rows == 0 ? 0 : visible_keys(a.causal, it.i0 + 64 * cw + wg_rows - 1, nq, nk);
     int n_kt_wg = (vis_last + kKeys - 1) / kKeys;
     // The warpgroup's last tile is narrow where none of its rows sees that tile's keys 64..127
-    // (issue_qk_lo): the first warpgroup's rows of a tile on the causal diagonal, a request's last
-    // 1..64 keys.
+    // (issue_qk_lo; the cases: the header). vis_last bounds every row's keys (visible_keys grows
+    // with the row); rows past the request may see more, but they are not stored.
     bool narrow = n_kt_wg > 0 && vis_last - (n_kt_wg - 1) * kKeys <= 64;
     if constexpr (kDebug != Debug::kNone) {
       n_kt_wg = wg_rows == 0 ? 0 : it.n_kt;
