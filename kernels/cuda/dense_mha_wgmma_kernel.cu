@@ -595,19 +595,24 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
   // ---------------------------------------------------------------- producer warpgroup
   if (wg == 0) {
     wgmma::setmaxnreg_dec<kProducerRegs>();
-    const int stage = warp & 1;
-    const bool is_v = warp >= 2;
+    // The warp index through __shfl_sync from lane 0 (as the consumers take theirs): ptxas then
+    // keeps the stage, buffer and barrier addresses below in uniform registers. With the plain
+    // index they live in the producer's 24 registers and spill, and the empty-barrier spin
+    // reloads its address from local memory on every iteration (an L2 access per spin).
+    const int pwarp = __shfl_sync(0xFFFFFFFFu, warp, 0);
+    const int stage = pwarp & 1;
+    const bool is_v = pwarp >= 2;
     const uint32_t dst = sbase + (is_v ? kOffV + stage * kVBytes : kOffK + stage * kKBytes);
     const uint32_t full = sbase + (is_v ? bar_v_full(stage) : bar_k_full(stage));
     const uint32_t empty = sbase + (is_v ? bar_v_empty(stage) : bar_k_empty(stage));
     int64_t g_base = 0;
     int uses = 0;  // non-empty items so far
     for (int n = 0;; ++n) {
-      const ItemView view = nth_item<kDebug, kDynamic, true>(a, sbase, n, items, cta_warp, lane);
+      const ItemView view = nth_item<kDebug, kDynamic, true>(a, sbase, n, items, pwarp, lane);
       if (view.w >= items) break;
       const WorkItem& it = view.it;
       if (it.rows <= 0) continue;
-      if (warp == 0) {
+      if (pwarp == 0) {
         // The item's Q rows (past the request: the next request's rows, or zeros past total_q;
         // their outputs are never stored), once every consumer warp has copied the previous item's Q into registers.
         if (uses > 0) wgmma::mbar_wait(sbase + bar_q_empty(), (uses - 1) & 1);
