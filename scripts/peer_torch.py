@@ -10,8 +10,10 @@
     L2 flushed by reading a buffer of twice the L2 size before every iteration, median of
     --iters >= 20), with mla-bench's byte models; printed, and written as JSON with --out.
 (c) --attention: timing of the two attention routes on the "attention" shapes of a sweep (default
-    sweep: attention), the same way, with mla-bench's FLOP and byte models, against this script's
-    own bf16 GEMM rate and copy bandwidth:
+    sweep: attention), by mla-bench's protocol (the sweep's repetitions, each >= its min_time_s of
+    timed calls, the median of the repetitions' means; --iters N: the median of N calls instead),
+    with mla-bench's FLOP and byte models, against this script's own bf16 GEMM rate and copy
+    bandwidth:
       dense_mha   torch.nn.functional.scaled_dot_product_attention in bf16 on q = [q_nope, q_pe]
                   [nq, H, 192], k = [k_nope, k_pe] [nk, H, 192], v [nk, H, 128] per request, one
                   batched call when the requests are equally long, else one call per request; the
@@ -803,6 +805,25 @@ def time_fn(fn, flush, iters, warmup, device):
     return times
 
 
+def time_like_sweep(fn, flush, repetitions, min_time_s, warmup, device):
+    """mla-bench's protocol for a shape (Google Benchmark with manual time): `repetitions` rounds,
+    each of as many calls as it takes for their timed (event) time to reach min_time_s, each call
+    after an untimed L2 flush. Returns the rounds' mean per-call seconds and the call count; the
+    reported figure is their median, as mla-bench's. The number of calls, not just their
+    duration, matters on a power-capped GPU: a few dozen calls run at a clock that a quarter
+    second of them no longer gets (docs/benchmarks.md)."""
+    means, calls = [], 0
+    for rep in range(repetitions):
+        spent, times = 0.0, []
+        while spent < min_time_s:
+            t = time_fn(fn, flush, 1, warmup if rep == 0 and not times else 0, device)[0]
+            times.append(t)
+            spent += t
+        means.append(sum(times) / len(times))
+        calls += len(times)
+    return means, calls
+
+
 def gemm_rate(device, iters=9):
     """bf16 C = A B, m = n = k = GEMM_SIZE: 2 n^3 / median time (after 2 warm-ups)."""
     n = GEMM_SIZE[device.type]
@@ -846,6 +867,8 @@ def load_ours(path):
 
 
 def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path, timing_device):
+    """iters None: each shape timed by mla-bench's protocol on the sweep's repetitions and
+    min_time_s (time_like_sweep); else the median of `iters` calls."""
     if timing_device == "auto":
         timing_device = "cuda" if torch.cuda.is_available() else None
     if timing_device is None:
@@ -871,8 +894,11 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
         max_flops = (sweep.get("host") or {}).get("max_attention_flops", 2 << 30)   # mla-bench's host cap
     gemm, gemm_n = gemm_rate(device)
     copy_bw = copy_rate(device)
+    repetitions, min_time_s = int(sweep.get("repetitions", 5)), float(sweep.get("min_time_s", 0.05))
+    protocol = (f"median of {iters} calls" if iters is not None else
+                f"mla-bench's: median of {repetitions} repetitions' means, each >= {min_time_s:g} s of timed calls")
     print(f"peer attention timing on {device_name}: sweep {sweep_path}, bf16 GEMM {gemm_n}^3 "
-          f"{gemm / 1e12:.2f} TFLOP/s, copy {copy_bw / 1e9:.1f} GB/s, median of {iters}"
+          f"{gemm / 1e12:.2f} TFLOP/s, copy {copy_bw / 1e9:.1f} GB/s, {protocol}"
           + (f", L2 flush {flush.numel()} bytes" if flush is not None else " (CPU: warm cache, no flush)"))
     width = max([46] + [len(name) for name, _, _ in shapes])
     print(f"  {'benchmark':<{width}} {'median us':>11} {'TFLOP/s':>8} {'% gemm':>7} {'GB/s':>8} {'% copy':>7}"
@@ -896,16 +922,20 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
             else:
                 fn, mask = setup_dense(prm, device, gen)
                 flops, nbytes = dense_model(prm)
-            return time_fn(fn, flush, iters, warmup, device), flops, nbytes, mask
+            if iters is not None:
+                times = time_fn(fn, flush, iters, warmup, device)
+                return times, len(times), flops, nbytes, mask
+            means, calls = time_like_sweep(fn, flush, repetitions, min_time_s, warmup, device)
+            return means, calls, flops, nbytes, mask
 
         # RuntimeError too: e.g. no SDPA kernel for these dims on this device.
         timed = guarded_timing(name, op, width, results, measure, also=RuntimeError)
         if timed is None:
             continue
-        times, flops, nbytes, mask = timed
+        times, calls, flops, nbytes, mask = timed
         med = statistics.median(times)
         entry = {
-            "name": name, "op": op, "iterations": iters, "median_s": med, "min_s": min(times),
+            "name": name, "op": op, "iterations": calls, "median_s": med, "min_s": min(times),
             "max_s": max(times), "flops": flops, "bytes": nbytes,
             "flops_per_second": flops / med, "pct_of_gemm_rate": 100.0 * flops / med / gemm,
             "bytes_per_second": nbytes / med, "pct_of_copy_bw": 100.0 * nbytes / med / copy_bw,
@@ -928,8 +958,10 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
         "l2_bytes": l2, "flush_bytes": flush.numel() if flush is not None else 0,
         "gemm_flops_per_second": gemm, "gemm_size": gemm_n, "copy_bytes_per_second": copy_bw,
         "ours": str(ours_path) if ours_path else None,
-        "timing": ("CUDA events per iteration, L2 flushed (untimed) before each, median" if device.type == "cuda"
-                   else "time.perf_counter per call on the CPU, warm cache, median"),
+        "timing": ("CUDA events per iteration, L2 flushed (untimed) before each" if device.type == "cuda"
+                   else "time.perf_counter per call on the CPU, warm cache"),
+        "protocol": protocol, "repetitions": None if iters is not None else repetitions,
+        "min_time_s": None if iters is not None else min_time_s,
         "models": "mla-bench's FLOP and byte models (docs/benchmarks.md); sparse bytes count 656 per distinct entry",
         "results": results,
     }
@@ -955,14 +987,17 @@ def parse_args(argv):
                     help="--attention: where to time (auto: cuda when available, else skipped; cpu: a smoke "
                          "test with perf_counter, shapes above the sweep's host.max_attention_flops skipped)")
     ap.add_argument("--filter", default="", help="time only shapes whose name matches this regex")
-    ap.add_argument("--iters", type=int, default=30, help="timed iterations per shape (>= 20)")
+    ap.add_argument("--iters", type=int, default=None,
+                    help="timed calls per shape (>= 20; default 30). With --attention the default is "
+                         "mla-bench's protocol instead (the sweep's repetitions and min_time_s, "
+                         "time_like_sweep), so that ours / peer compares like with like")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--seed", type=int, default=20240901)
     ap.add_argument("--no-check", action="store_true", help="skip the check of --dump")
     ap.add_argument("--no-timing", action="store_true", help="skip the timing")
     ap.add_argument("--max-mismatches", type=int, default=10, help="mismatches printed per tensor")
     args = ap.parse_args(argv)
-    if args.iters < 20:
+    if args.iters is not None and args.iters < 20:
         ap.error("--iters must be at least 20")
     if args.attention and not args.dump:
         args.no_check = True
@@ -972,6 +1007,8 @@ def parse_args(argv):
         ap.error("--ours goes with --attention")
     if args.sweep is None:
         args.sweep = "attention" if args.attention else "cache_path"
+    if args.iters is None and not args.attention:
+        args.iters = 30
     return args
 
 

@@ -287,3 +287,31 @@ def test_the_explicit_lower_right_mask_is_bottom_right(monkeypatch):
     assert mask.tolist() == [[True, True, True, False, False],
                              [True, True, True, True, False],
                              [True, True, True, True, True]]
+
+
+def test_the_peer_is_timed_by_mla_bench_protocol(monkeypatch):
+    """time_like_sweep: each repetition runs calls until their timed time reaches min_time_s, warms
+    up once (before the first call of the first repetition), and returns the repetitions' means."""
+    durations = iter([0.02, 0.02, 0.03,   # repetition 1: 0.07 s after 3 calls
+                      0.05, 0.01,         # repetition 2: 0.06 s after 2 calls
+                      0.10])              # repetition 3: one call is enough
+    calls = []
+
+    def fake_time_fn(fn, flush, iters, warmup, device):
+        assert iters == 1
+        calls.append(warmup)
+        return [next(durations)]
+
+    monkeypatch.setattr(peer, "time_fn", fake_time_fn)
+    means, n = peer.time_like_sweep(None, None, 3, 0.06, 4, None)
+    assert n == 6
+    assert calls == [4, 0, 0, 0, 0, 0]
+    assert means == pytest.approx([0.07 / 3, 0.03, 0.10])
+
+
+def test_attention_timing_defaults_to_the_sweep_protocol():
+    assert peer.parse_args(["--attention"]).iters is None
+    assert peer.parse_args(["--attention", "--iters", "25"]).iters == 25
+    assert peer.parse_args(["--no-check"]).iters == 30   # cache path: a fixed count as before
+    with pytest.raises(SystemExit):
+        peer.parse_args(["--attention", "--iters", "5"])
