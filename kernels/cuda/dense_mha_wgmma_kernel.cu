@@ -15,7 +15,10 @@
 // CTA (384 threads) runs one item at a time. By default the grid is persistent, min(items, SMs)
 // CTAs, each taking the next unclaimed item (nth_item); MLA_DENSE_WGMMA_SCHEDULE=grid runs one CTA
 // per item instead (looping over items only past the grid's x limit or MLA_DENSE_WGMMA_MAX_CTAS).
-//   warpgroup 0, producer (setmaxnreg 24; its loop spills a few values to local memory): warp
+//   warpgroup 0, producer (setmaxnreg 24; its loop spills a few item fields to local memory,
+//     reloaded per tile, not per barrier poll: its warp index comes through __shfl_sync, which
+//     keeps its stage and barrier addresses in uniform registers; 1.2-2.9 % faster on the short
+//     shapes, docs/performance.md, nineteenth session): warp
 //     0 / 1 load the K tiles of stage 0 / 1, warp 2 / 3 the V tiles of stage 0 / 1; warp 0 also
 //     loads Q, and its lane 0 fetches the CTA's next item and publishes it resolved to the other
 //     warps (nth_item). Per tile, after the stage's empty mbarrier:
@@ -598,7 +601,7 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
     // The warp index through __shfl_sync from lane 0 (as the consumers take theirs): ptxas then
     // keeps the stage, buffer and barrier addresses below in uniform registers. With the plain
     // index they live in the producer's 24 registers and spill, and the empty-barrier spin
-    // reloads its address from local memory on every iteration (an L2 access per spin).
+    // reloads its address from local memory on every poll.
     const int pwarp = __shfl_sync(0xFFFFFFFFu, warp, 0);
     const int stage = pwarp & 1;
     const bool is_v = pwarp >= 2;
