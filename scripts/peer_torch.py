@@ -10,9 +10,11 @@
     L2 flushed by reading a buffer of twice the L2 size before every iteration, median of
     --iters >= 20), with mla-bench's byte models; printed, and written as JSON with --out.
 (c) --attention: timing of the two attention routes on the "attention" shapes of a sweep (default
-    sweep: attention), by mla-bench's protocol (the sweep's repetitions, each >= its min_time_s of
-    timed calls, the median of the repetitions' means; --iters N: the median of N calls instead),
-    with mla-bench's FLOP and byte models, against this script's own bf16 GEMM rate and copy
+    sweep: attention), by mla-bench's protocol (Google Benchmark's: a call count searched for in
+    the first repetition until a batch of calls takes the sweep's min_time_s, the sweep's
+    repetitions of that many calls, the median of the repetitions' mean call times; --repetitions
+    / --min-time override the sweep's values, --iters N times the median of N calls instead), with
+    mla-bench's FLOP and byte models, against this script's own bf16 GEMM rate and copy
     bandwidth:
       dense_mha   torch.nn.functional.scaled_dot_product_attention in bf16 on q = [q_nope, q_pe]
                   [nq, H, 192], k = [k_nope, k_pe] [nk, H, 192], v [nk, H, 128] per request, one
@@ -805,23 +807,33 @@ def time_fn(fn, flush, iters, warmup, device):
     return times
 
 
+MAX_CALLS_PER_REPETITION = 10 ** 6   # the iteration search's ceiling (only a call that takes no time reaches it)
+
+
 def time_like_sweep(fn, flush, repetitions, min_time_s, warmup, device):
-    """mla-bench's protocol for a shape (Google Benchmark with manual time): `repetitions` rounds,
-    each of as many calls as it takes for their timed (event) time to reach min_time_s, each call
-    after an untimed L2 flush. Returns the rounds' mean per-call seconds and the call count; the
-    reported figure is their median, as mla-bench's. The number of calls, not just their
-    duration, matters on a power-capped GPU: a few dozen calls run at a clock that a quarter
-    second of them no longer gets (docs/benchmarks.md)."""
-    means, calls = [], 0
-    for rep in range(repetitions):
-        spent, times = 0.0, []
-        while spent < min_time_s:
-            t = time_fn(fn, flush, 1, warmup if rep == 0 and not times else 0, device)[0]
-            times.append(t)
-            spent += t
-        means.append(sum(times) / len(times))
-        calls += len(times)
-    return means, calls
+    """mla-bench's protocol for a shape, Google Benchmark's with manual time: the first repetition
+    searches for a call count, running batches of 1, then 10x more while a batch's timed time is
+    under a tenth of min_time_s, else 1.4 min_time_s / that time as many (at least one more),
+    until a batch's timed time reaches min_time_s; that batch is the repetition, and every later
+    repetition runs the same count. Each call's time is its own CUDA-event pair, after an untimed
+    L2 flush. Returns (the repetitions' mean per-call seconds, the calls per repetition, all timed
+    calls including the search); the reported figure is the median of the means, as mla-bench's.
+    The number of calls, not just their duration, matters on a power-capped GPU: a few dozen run
+    at a clock that a quarter second of them no longer gets (docs/benchmarks.md)."""
+    def batch(n, warm):
+        return sum(time_fn(fn, flush, n, warm, device))
+
+    n, warm, searched = 1, warmup, 0
+    while True:
+        spent = batch(n, warm)
+        warm = 0
+        if spent >= min_time_s or n >= MAX_CALLS_PER_REPETITION:
+            break
+        searched += n
+        grow = 1.4 * min_time_s / max(spent, 1e-9) if spent > 0.1 * min_time_s else 10.0
+        n = min(max(int(grow * n + 0.5), n + 1), MAX_CALLS_PER_REPETITION)   # rounded half up
+    means = [spent / n] + [batch(n, 0) / n for _ in range(repetitions - 1)]
+    return means, n, searched + n * repetitions
 
 
 def gemm_rate(device, iters=9):
@@ -866,9 +878,25 @@ def load_ours(path):
     return ours
 
 
-def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path, timing_device):
-    """iters None: each shape timed by mla-bench's protocol on the sweep's repetitions and
-    min_time_s (time_like_sweep); else the median of `iters` calls."""
+def sweep_protocol(sweep, sweep_path, repetitions=None, min_time_s=None):
+    """The repetitions and the minimum timed seconds per repetition: the given ones, else the
+    sweep's ("repetitions", "min_time_s"; mla-bench's defaults 5 and 0.05 where it has none),
+    within mla-bench's limits (1..1000 repetitions, 0 < min_time_s <= 60)."""
+    reps = repetitions if repetitions is not None else sweep.get("repetitions", 5)
+    secs = min_time_s if min_time_s is not None else sweep.get("min_time_s", 0.05)
+    where = "--repetitions" if repetitions is not None else f"{sweep_path}: repetitions"
+    if isinstance(reps, bool) or not isinstance(reps, int) or not 1 <= reps <= 1000:
+        raise ValueError(f"{where}: {reps!r} is not a whole number of repetitions in 1..1000")
+    where = "--min-time" if min_time_s is not None else f"{sweep_path}: min_time_s"
+    if isinstance(secs, bool) or not isinstance(secs, (int, float)) or not 0 < secs <= 60:
+        raise ValueError(f"{where}: {secs!r} is not a time in seconds in (0, 60]")
+    return reps, float(secs)
+
+
+def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path, timing_device,
+                         repetitions=None, min_time_s=None):
+    """iters None: each shape timed by mla-bench's protocol (time_like_sweep) on the sweep's
+    repetitions and min_time_s, or the ones given; else the median of `iters` calls."""
     if timing_device == "auto":
         timing_device = "cuda" if torch.cuda.is_available() else None
     if timing_device is None:
@@ -882,6 +910,8 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
         shapes = attention_shapes(sweep)  # refused before anything is measured
     except ValueError as e:
         raise ValueError(f"{sweep_path}: {e}") from None
+    if iters is None:
+        repetitions, min_time_s = sweep_protocol(sweep, sweep_path, repetitions, min_time_s)
     ours = load_ours(ours_path) if ours_path else {}
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
@@ -894,9 +924,9 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
         max_flops = (sweep.get("host") or {}).get("max_attention_flops", 2 << 30)   # mla-bench's host cap
     gemm, gemm_n = gemm_rate(device)
     copy_bw = copy_rate(device)
-    repetitions, min_time_s = int(sweep.get("repetitions", 5)), float(sweep.get("min_time_s", 0.05))
-    protocol = (f"median of {iters} calls" if iters is not None else
-                f"mla-bench's: median of {repetitions} repetitions' means, each >= {min_time_s:g} s of timed calls")
+    protocol = (f"median of {iters} calls (min_s / max_s: of the calls)" if iters is not None else
+                f"mla-bench's: median of {repetitions} repetitions' mean call times, each repetition "
+                f">= {min_time_s:g} s of timed calls (min_s / max_s: of those means)")
     print(f"peer attention timing on {device_name}: sweep {sweep_path}, bf16 GEMM {gemm_n}^3 "
           f"{gemm / 1e12:.2f} TFLOP/s, copy {copy_bw / 1e9:.1f} GB/s, {protocol}"
           + (f", L2 flush {flush.numel()} bytes" if flush is not None else " (CPU: warm cache, no flush)"))
@@ -924,22 +954,25 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
                 flops, nbytes = dense_model(prm)
             if iters is not None:
                 times = time_fn(fn, flush, iters, warmup, device)
-                return times, len(times), flops, nbytes, mask
-            means, calls = time_like_sweep(fn, flush, repetitions, min_time_s, warmup, device)
-            return means, calls, flops, nbytes, mask
+                return times, (len(times), len(times)), flops, nbytes, mask
+            means, per_repetition, calls = time_like_sweep(fn, flush, repetitions, min_time_s, warmup, device)
+            return means, (per_repetition, calls), flops, nbytes, mask
 
         # RuntimeError too: e.g. no SDPA kernel for these dims on this device.
         timed = guarded_timing(name, op, width, results, measure, also=RuntimeError)
         if timed is None:
             continue
-        times, calls, flops, nbytes, mask = timed
+        times, (per_repetition, calls), flops, nbytes, mask = timed
         med = statistics.median(times)
         entry = {
-            "name": name, "op": op, "iterations": calls, "median_s": med, "min_s": min(times),
+            "name": name, "op": op, "iterations": per_repetition, "calls": calls, "median_s": med,
+            "min_s": min(times),
             "max_s": max(times), "flops": flops, "bytes": nbytes,
             "flops_per_second": flops / med, "pct_of_gemm_rate": 100.0 * flops / med / gemm,
             "bytes_per_second": nbytes / med, "pct_of_copy_bw": 100.0 * nbytes / med / copy_bw,
         }
+        if iters is None:
+            entry["repetition_means_s"] = times
         if mask is not None:
             entry["mask"] = mask   # dense: is_causal=True, causal_lower_right, explicit ... mask, none
         ours_s = ours.get(name)
@@ -991,12 +1024,20 @@ def parse_args(argv):
                     help="timed calls per shape (>= 20; default 30). With --attention the default is "
                          "mla-bench's protocol instead (the sweep's repetitions and min_time_s, "
                          "time_like_sweep), so that ours / peer compares like with like")
+    ap.add_argument("--repetitions", type=int, default=None,
+                    help="--attention, mla-bench's protocol: repetitions per shape (default: the sweep's; "
+                         "give the same as mla-bench's --benchmark_repetitions when that was set)")
+    ap.add_argument("--min-time", type=float, default=None,
+                    help="--attention, mla-bench's protocol: timed seconds per repetition (default: the "
+                         "sweep's min_time_s; the same as mla-bench's --benchmark_min_time when that was set)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--seed", type=int, default=20240901)
     ap.add_argument("--no-check", action="store_true", help="skip the check of --dump")
     ap.add_argument("--no-timing", action="store_true", help="skip the timing")
     ap.add_argument("--max-mismatches", type=int, default=10, help="mismatches printed per tensor")
     args = ap.parse_args(argv)
+    if args.iters is not None and (args.repetitions is not None or args.min_time is not None):
+        ap.error("--iters times a fixed number of calls; --repetitions / --min-time go with mla-bench's protocol")
     if args.iters is not None and args.iters < 20:
         ap.error("--iters must be at least 20")
     if args.attention and not args.dump:
@@ -1041,7 +1082,8 @@ def main(argv=None):
     if not args.no_timing and args.attention:
         try:
             summary["attention_timing"] = run_attention_timing(args.sweep, args.iters, args.warmup, args.filter,
-                                                               args.seed, args.ours, args.timing_device)
+                                                               args.seed, args.ours, args.timing_device,
+                                                               args.repetitions, args.min_time)
         except (DumpError, OSError, ValueError, KeyError) as e:
             print(f"peer_torch.py: {e}", file=sys.stderr)
             return 2

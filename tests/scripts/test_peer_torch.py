@@ -289,29 +289,70 @@ def test_the_explicit_lower_right_mask_is_bottom_right(monkeypatch):
                              [True, True, True, True, True]]
 
 
-def test_the_peer_is_timed_by_mla_bench_protocol(monkeypatch):
-    """time_like_sweep: each repetition runs calls until their timed time reaches min_time_s, warms
-    up once (before the first call of the first repetition), and returns the repetitions' means."""
-    durations = iter([0.02, 0.02, 0.03,   # repetition 1: 0.07 s after 3 calls
-                      0.05, 0.01,         # repetition 2: 0.06 s after 2 calls
-                      0.10])              # repetition 3: one call is enough
-    calls = []
+def fake_batches(monkeypatch, per_call):
+    """Replaces peer.time_fn by one whose calls take per_call[k] seconds in its k-th batch; records
+    (calls, warm-ups) per batch."""
+    batches = []
 
     def fake_time_fn(fn, flush, iters, warmup, device):
-        assert iters == 1
-        calls.append(warmup)
-        return [next(durations)]
+        seconds = per_call[len(batches)]
+        batches.append((iters, warmup))
+        return [seconds] * iters
 
     monkeypatch.setattr(peer, "time_fn", fake_time_fn)
-    means, n = peer.time_like_sweep(None, None, 3, 0.06, 4, None)
-    assert n == 6
-    assert calls == [4, 0, 0, 0, 0, 0]
-    assert means == pytest.approx([0.07 / 3, 0.03, 0.10])
+    return batches
+
+
+def test_the_first_repetition_searches_the_call_count_as_google_benchmark_does(monkeypatch):
+    # min_time 0.5 s (times exact in binary). Batch 1: 1 call of 2^-10 s, under a tenth of 0.5:
+    # 10x. Batch 2: 10 calls of 2^-5 s = 0.3125, over a tenth: 1.4 * 0.5 / 0.3125 = 2.24x ->
+    # 22 calls. Batch 3: 22 calls of 2^-5 s = 0.6875 >= 0.5: the first repetition. The other two
+    # repeat 22 calls.
+    batches = fake_batches(monkeypatch, [2 ** -10, 2 ** -5, 2 ** -5, 2 ** -6, 2 ** -4])
+    means, per_repetition, calls = peer.time_like_sweep(None, None, 3, 0.5, 4, None)
+    assert batches == [(1, 4), (10, 0), (22, 0), (22, 0), (22, 0)]   # warm-up once, before the first
+    assert per_repetition == 22
+    assert calls == 1 + 10 + 3 * 22
+    assert means == [2 ** -5, 2 ** -6, 2 ** -4]
+
+
+def test_a_batch_that_reaches_min_time_exactly_is_the_repetition(monkeypatch):
+    batches = fake_batches(monkeypatch, [0.5, 0.25])
+    means, per_repetition, calls = peer.time_like_sweep(None, None, 2, 0.5, 0, None)
+    assert batches == [(1, 0), (1, 0)]
+    assert (means, per_repetition, calls) == ([0.5, 0.25], 1, 2)
+
+
+def test_the_call_count_grows_by_at_least_one(monkeypatch):
+    # 0.25 s of 0.3: 1.4 * 0.3 / 0.25 = 1.68x of 1 call rounds to 2; a batch just short of the
+    # minimum time with 2 calls (0.14 s each) grows by 1.4 * 0.3 / 0.28 = 1.5x -> 3.
+    batches = fake_batches(monkeypatch, [0.25, 0.14, 0.11])
+    _, per_repetition, _ = peer.time_like_sweep(None, None, 1, 0.3, 0, None)
+    assert [n for n, _ in batches] == [1, 2, 3]
+    assert per_repetition == 3
+
+
+def test_the_protocol_values_are_checked(tmp_path):
+    good = {"repetitions": 5, "min_time_s": 0.05}
+    assert peer.sweep_protocol(good, "s.json") == (5, 0.05)
+    assert peer.sweep_protocol({}, "s.json") == (5, 0.05)              # mla-bench's defaults
+    assert peer.sweep_protocol(good, "s.json", 3, 0.2) == (3, 0.2)     # the command line wins
+    for bad, field in [({"repetitions": 0}, "repetitions"), ({"repetitions": 2.5}, "repetitions"),
+                       ({"repetitions": True}, "repetitions"), ({"min_time_s": 0}, "min_time_s"),
+                       ({"min_time_s": float("inf")}, "min_time_s"), ({"min_time_s": float("nan")}, "min_time_s"),
+                       ({"min_time_s": "0.05"}, "min_time_s"), ({"min_time_s": 61}, "min_time_s")]:
+        with pytest.raises(ValueError, match=f"s.json: {field}"):
+            peer.sweep_protocol(bad, "s.json")
+    with pytest.raises(ValueError, match="--min-time"):
+        peer.sweep_protocol(good, "s.json", None, -1.0)
 
 
 def test_attention_timing_defaults_to_the_sweep_protocol():
     assert peer.parse_args(["--attention"]).iters is None
     assert peer.parse_args(["--attention", "--iters", "25"]).iters == 25
     assert peer.parse_args(["--no-check"]).iters == 30   # cache path: a fixed count as before
-    with pytest.raises(SystemExit):
-        peer.parse_args(["--attention", "--iters", "5"])
+    args = peer.parse_args(["--attention", "--repetitions", "3", "--min-time", "0.2"])
+    assert (args.repetitions, args.min_time) == (3, 0.2)
+    for bad in (["--attention", "--iters", "5"], ["--attention", "--iters", "30", "--repetitions", "3"]):
+        with pytest.raises(SystemExit):
+            peer.parse_args(bad)
