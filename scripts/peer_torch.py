@@ -966,8 +966,7 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
         med = statistics.median(times)
         entry = {
             "name": name, "op": op, "iterations": per_repetition, "calls": calls, "median_s": med,
-            "min_s": min(times),
-            "max_s": max(times), "flops": flops, "bytes": nbytes,
+            "min_s": min(times), "max_s": max(times), "flops": flops, "bytes": nbytes,
             "flops_per_second": flops / med, "pct_of_gemm_rate": 100.0 * flops / med / gemm,
             "bytes_per_second": nbytes / med, "pct_of_copy_bw": 100.0 * nbytes / med / copy_bw,
         }

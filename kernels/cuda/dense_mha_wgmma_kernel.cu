@@ -41,7 +41,7 @@
 //     A warpgroup's last tile is narrow where none of its rows sees that tile's keys 64..127 (on
 //     the causal diagonal one warpgroup of each full query tile: the first where (nk - nq) mod 128
 //     is 0 or 65..127, the second where it is 1..64; unmasked, a request's last 1..64 keys): S
-//     over its first 64 keys (m64n64, issue_qk_lo), the softmax over those 32 scores per thread,
+//     over its first 64 keys (m64n64, issue_qk<32>), the softmax over those 32 scores per thread,
 //     P V over 4 k16 steps. The keys left out would be masked, p = 0, adding exactly nothing to l
 //     and O for finite V (an Inf / NaN in V at such a key no longer reaches O as 0 * Inf; the host
 //     skips masked keys altogether).
@@ -206,24 +206,22 @@ __device__ __forceinline__ void load_rows(uint32_t dst, const bf16_t* src, int64
 // --- consumer -------------------------------------------------------------------------------------
 
 // S_t = Q K_t^T for this warpgroup's 64 rows: 12 k16 steps over the 192 dims, Q from registers
-// (q[4 kk .. 4 kk + 3]: the A fragments of step kk, load_q), K from shared memory.
-__device__ __forceinline__ void issue_qk(float (&s)[64], const uint32_t (&q)[48], uint64_t k_desc) {
+// (q[4 kk .. 4 kk + 3]: the A fragments of step kk, load_q), K from shared memory. kE = 64: the
+// tile's 128 keys (m64n128). kE = 32: a narrow tile (no row of the warpgroup sees its keys
+// 64..127: the warpgroup's last tile on the causal diagonal, or a request's last keys), its first
+// 64 keys only (m64n64, half the tensor work; the first half of an m64n128 S's layout, s[4 i + c] =
+// row c >> 1, key 8 i + 2 tq + (c & 1), i < 8).
+template <int kE>
+__device__ __forceinline__ void issue_qk(float (&s)[kE], const uint32_t (&q)[48], uint64_t k_desc) {
+  static_assert(kE == 64 || kE == 32, "a whole or a narrow tile");
 #pragma unroll
   for (int kk = 0; kk < kDq / 16; ++kk) {
     const uint64_t step = static_cast<uint64_t>(((kk / 4) * kBlockBytes + (kk % 4) * 32) >> 4);
-    wgmma::wgmma_m64n128k16_rs(s, q[4 * kk], q[4 * kk + 1], q[4 * kk + 2], q[4 * kk + 3], k_desc + step, kk > 0 ? 1 : 0);
-  }
-}
-
-// issue_qk for a narrow tile (no row of the warpgroup sees its keys 64..127: the warpgroup's last
-// tile on the causal diagonal, or a request's last keys): S over the tile's first 64 keys only,
-// s (m64n64, half the tensor work: the first half of an m64n128 S's layout, s[4 i + c] = row
-// c >> 1, key 8 i + 2 tq + (c & 1), i < 8).
-__device__ __forceinline__ void issue_qk_lo(float (&s)[32], const uint32_t (&q)[48], uint64_t k_desc) {
-#pragma unroll
-  for (int kk = 0; kk < kDq / 16; ++kk) {
-    const uint64_t step = static_cast<uint64_t>(((kk / 4) * kBlockBytes + (kk % 4) * 32) >> 4);
-    wgmma::wgmma_m64n64k16_rs(s, q[4 * kk], q[4 * kk + 1], q[4 * kk + 2], q[4 * kk + 3], k_desc + step, kk > 0 ? 1 : 0);
+    if constexpr (kE == 64) {
+      wgmma::wgmma_m64n128k16_rs(s, q[4 * kk], q[4 * kk + 1], q[4 * kk + 2], q[4 * kk + 3], k_desc + step, kk > 0 ? 1 : 0);
+    } else {
+      wgmma::wgmma_m64n64k16_rs(s, q[4 * kk], q[4 * kk + 1], q[4 * kk + 2], q[4 * kk + 3], k_desc + step, kk > 0 ? 1 : 0);
+    }
   }
 }
 
@@ -275,7 +273,7 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[32]
 //   mla-check reports.
 //   Masks (kMask0 / kMask1 for the halves that need one): key 8 i + (c & 1) >= lim[row] is masked,
 //   lim = the row's visible keys - key0 - 2 tq.
-//   kE = 32: a narrow tile's keys 0..63 only (issue_qk_lo); its keys 64..127 would all be masked,
+//   kE = 32: a narrow tile's keys 0..63 only (issue_qk<32>); its keys 64..127 would all be masked,
 //   p = 0, which adds exactly nothing to l and (issue_pv<4>) to O.
 template <bool kMask0, bool kMask1, int kE = 64>
 __device__ __forceinline__ void softmax_tile_masked(float (&s)[kE], float (&m)[2], float (&l)[2], float (&factor)[2],
@@ -699,7 +697,7 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
     const int vis_last = wg_rows == 0 ? 0 : visible_keys(a.causal, it.i0 + 64 * cw + wg_rows - 1, nq, nk);
     int n_kt_wg = (vis_last + kKeys - 1) / kKeys;
     // The warpgroup's last tile is narrow where none of its rows sees that tile's keys 64..127
-    // (issue_qk_lo; the cases: the header). vis_last bounds every row's keys (visible_keys grows
+    // (issue_qk<32>; the cases: the header). vis_last bounds every row's keys (visible_keys grows
     // with the row); rows past the request may see more, but they are not stored.
     bool narrow = n_kt_wg > 0 && vis_last - (n_kt_wg - 1) * kKeys <= 64;
     if constexpr (kDebug != Debug::kNone) {
@@ -740,7 +738,7 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
       wgmma::wgmma_fence();
       if (narrow && n_kt_wg == 1) {
         float sn[32];
-        issue_qk_lo(sn, q, k_desc0 + st0 * k_stage_step);
+        issue_qk(sn, q, k_desc0 + st0 * k_stage_step);
         wgmma::wgmma_commit();
         wgmma::wgmma_wait<0>();
         wgmma::fence_operands(sn);
@@ -773,7 +771,7 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
       } else {
         // Tile t: S_t = Q K_t^T, then P_{t-1} V_{t-1}, which runs with the softmax of S_t; O is
         // rescaled for tile t once that P V is done. kE: the scores per thread, 64 (a whole tile)
-        // or 32 (a narrow one: issue_qk_lo, P V over its first 64 keys after the loop).
+        // or 32 (a narrow one: issue_qk<32>, P V over its first 64 keys after the loop).
         auto key_tile = [&](const int t, auto scores) {
           constexpr int kE = decltype(scores)::value;
           const int st = stage_of(t), pst = stage_of(t - 1);
@@ -784,11 +782,7 @@ __global__ void __launch_bounds__(kThreads, 1) dense_mha_wgmma_kernel(const Dens
           float narrow_s[32];
           auto& st_s = scores_of<kE>(s, narrow_s);
           wgmma::wgmma_fence();
-          if constexpr (kE == 64) {
-            issue_qk(st_s, q, k_desc0 + st * k_stage_step);
-          } else {
-            issue_qk_lo(st_s, q, k_desc0 + st * k_stage_step);
-          }
+          issue_qk(st_s, q, k_desc0 + st * k_stage_step);
           wgmma::wgmma_commit();
           issue_pv(o, p, v_desc);
           wgmma::wgmma_commit();
