@@ -48,6 +48,7 @@
 #include <string>
 
 #include "kernels/common/bf16.h"
+#include "kernels/common/dense_item_order.h"
 #include "kernels/cuda/attention_device.cuh"
 #include "kernels/cuda/attention_launchers.h"
 #include "kernels/cuda/cuda_check.h"
@@ -645,6 +646,19 @@ Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream) {
   }
   args.q_tiles = static_cast<int32_t>(q_tiles);
   args.num_reqs = p.num_reqs;
+  args.tail_heads = 1;
+  if (wgmma_ok) {
+    // The order the persistent grid's CTAs (dense_wgmma::launch: min(items, SMs)) take the items
+    // in. It changes which CTA runs an item, never the item's bits (fewer CTAs under the tests'
+    // MLA_DENSE_WGMMA_MAX_CTAS keep this order).
+    int sms = 0, l2 = 0;
+    MLA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    MLA_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+    const int64_t items = blocks * p.num_heads;
+    args.tail_heads = dense_tail_heads(p.cu_seqlens_q_host, p.cu_seqlens_k_host, p.num_reqs, p.causal, p.num_heads,
+                                       dense_wgmma::kRowsPerCta, dense_wgmma::kSoftmaxStepKeys,
+                                       items < sms ? items : sms, l2);
+  }
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.num_heads));
 
   if (wgmma_ok) {

@@ -11,10 +11,12 @@
 // without the wait and O rescale between its halves that 64-key steps need (1-5 % faster on every
 // dense shape, docs/performance.md, sixteenth session).
 //
-// Work item = (request, 128-query tile, head; WorkItem: later query tiles of a request first); a
-// CTA (384 threads) runs one item at a time. By default the grid is persistent, min(items, SMs)
-// CTAs, each taking the next unclaimed item (nth_item); MLA_DENSE_WGMMA_SCHEDULE=grid runs one CTA
-// per item instead (looping over items only past the grid's x limit or MLA_DENSE_WGMMA_MAX_CTAS).
+// Work item = (request, 128-query tile, head; WorkItem: head-major, later query tiles of a request
+// first, the last heads tile-major where a causal mask makes the items' lengths vary:
+// kernels/common/dense_item_order.h); a CTA (384 threads) runs one item at a time. By default the
+// grid is persistent, min(items, SMs) CTAs, each taking the next unclaimed item (nth_item);
+// MLA_DENSE_WGMMA_SCHEDULE=grid runs one CTA per item instead (looping over items only past the
+// grid's x limit or MLA_DENSE_WGMMA_MAX_CTAS).
 //   warpgroup 0, producer (setmaxnreg 24; its loop spills a few item fields to local memory,
 //     reloaded per tile, not per barrier poll: its warp index comes through __shfl_sync, which
 //     keeps its stage and barrier addresses in uniform registers; 1.2-2.9 % faster on the short
@@ -87,6 +89,7 @@
 #include <type_traits>
 
 #include "kernels/common/attention_params.h"
+#include "kernels/common/dense_item_order.h"
 #include "kernels/cuda/attention_device.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_probe.h"
@@ -406,10 +409,10 @@ struct WorkItem {
 
 template <Debug kDebug>
 __device__ __forceinline__ WorkItem work_item(const DenseArgs& a, int64_t w) {
-  const int64_t per_head = static_cast<int64_t>(a.q_tiles) * a.num_reqs;
   WorkItem it;
-  const int x = static_cast<int>(w % per_head);
-  it.h = static_cast<int>(w / per_head);
+  const DenseItemCoords c = dense_item_coords(w, a.q_tiles, a.num_reqs, a.num_heads, a.tail_heads);
+  const int x = static_cast<int>(c.slot);
+  it.h = c.head;
   it.r = x / a.q_tiles;
   const int tile = a.q_tiles - 1 - x % a.q_tiles;
   it.rq = request_range(a.cu_q, it.r, a.total_q);
