@@ -396,10 +396,11 @@ __device__ __forceinline__ void store_row_words(bf16_t* row, const uint32_t (&w)
 }
 
 // One work item: a (request, 128-query tile, head), numbered tile-major within a request (later
-// query tiles first: the longest causal rows start first), then requests, then heads. CTAs take
-// items in this order (persistent: the next unclaimed one; grid: CTA c takes item c, and
-// c + gridDim.x, ... past the grid's x limit), so that the CTAs running at once share their heads'
-// K / V in L2.
+// query tiles first: the longest causal rows start first), then requests, then heads, except the
+// last a.tail_heads heads, numbered tile-major across their requests and heads
+// (kernels/common/dense_item_order.h). CTAs take items in this order (persistent: the next
+// unclaimed one; grid: CTA c takes item c, and c + gridDim.x, ... past the grid's x limit), so
+// that the CTAs running at once share their heads' K / V in L2 and the last claims are short.
 struct WorkItem {
   int r, h, i0;   // request, head, first query row of the tile (in the request)
   Range rq, rk;   // the request's queries and keys
