@@ -455,8 +455,20 @@ def sweep_shapes(sweep):
 
 
 def flush_buffer(l2, device):
-    """The L2 flush buffer, mla-bench's size (2 x L2, at least 64 MiB), filled once."""
-    return torch.full((max(2 * l2, 64 << 20),), 0x5A, dtype=torch.uint8, device=device)
+    """The L2 flush buffer, mla-bench's size (2 x L2, at least 64 MiB; a whole number of int64),
+    filled once."""
+    n = (max(2 * l2, 64 << 20) + 7) // 8 * 8
+    return torch.full((n,), 0x5A, dtype=torch.uint8, device=device)
+
+
+def read_flush(flush):
+    """Reads the whole flush buffer and writes 8 bytes, as mla-bench's flush does: a sum of the
+    buffer viewed as int64, the accumulator's own type. A reduction whose accumulator type is not
+    the input's (the uint8 buffer summed with dtype=int64, as this script did until 2026-11-30)
+    makes PyTorch convert the input first: an 8x larger temporary written and read between calls
+    (about 2 GB of HBM traffic for a 126 MB buffer, ~0.5 ms on an H200), which leaves dirty lines
+    in L2 and, on a GPU held at its power cap, a gap in which it cools down before the timed call."""
+    return flush.view(torch.int64).sum()
 
 
 def guarded_timing(name, op, width, results, measure, also=()):
@@ -476,8 +488,8 @@ def guarded_timing(name, op, width, results, measure, also=()):
 
 
 def time_cuda(fn, flush, iters, warmup):
-    """Per-iteration seconds: flush (untimed), event, fn, event, synchronize. The flush reads the
-    buffer (a sum), as mla-bench does: a written flush would leave dirty lines whose write-back
+    """Per-iteration seconds: flush (untimed; none where flush is None), event, fn, event,
+    synchronize. The flush reads the buffer (read_flush), as mla-bench does: a written flush would leave dirty lines whose write-back
     lands in the timed region (docs/benchmarks.md)."""
     for _ in range(warmup):
         fn()
@@ -485,7 +497,8 @@ def time_cuda(fn, flush, iters, warmup):
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
     for _ in range(iters):
-        flush.sum(dtype=torch.int64)
+        if flush is not None:
+            read_flush(flush)
         start.record()
         fn()
         stop.record()
@@ -499,7 +512,7 @@ def copy_bandwidth(device, iters=9):
     n = 2 << 30
     src = torch.full((n,), 0x5A, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
-    times = time_cuda(lambda: dst.copy_(src), torch.empty(1, dtype=torch.uint8, device=device), iters, 2)
+    times = time_cuda(lambda: dst.copy_(src), None, iters, 2)
     del src, dst
     return 2.0 * n / statistics.median(times)
 
@@ -842,8 +855,7 @@ def gemm_rate(device, iters=9):
     gen = torch.Generator().manual_seed(1)
     a = uniform_bf16((n, n), 1.0, device, gen)   # never zeros
     b = uniform_bf16((n, n), 1.0, device, gen)
-    noflush = torch.empty(1, dtype=torch.uint8, device=device)
-    times = time_fn(lambda: torch.mm(a, b), noflush, iters, 2, device)
+    times = time_fn(lambda: torch.mm(a, b), None, iters, 2, device)
     return 2.0 * n ** 3 / statistics.median(times), n
 
 

@@ -356,3 +356,42 @@ def test_attention_timing_defaults_to_the_sweep_protocol():
     for bad in (["--attention", "--iters", "5"], ["--attention", "--iters", "30", "--repetitions", "3"]):
         with pytest.raises(SystemExit):
             peer.parse_args(bad)
+
+
+class RecordingTensor:
+    """Records the calls read_flush makes on a tensor (the stand-in torch has no tensors)."""
+
+    def __init__(self, calls, dtype):
+        self.calls, self.dtype = calls, dtype
+
+    def view(self, dtype):
+        self.calls.append(("view", self.dtype, dtype))
+        return RecordingTensor(self.calls, dtype)
+
+    def sum(self, *args, **kwargs):
+        self.calls.append(("sum", self.dtype, args, kwargs))
+        return 0
+
+
+def test_the_flush_sums_in_the_buffers_own_type():
+    # A sum whose accumulator type is not the input's converts the whole input first (a written
+    # temporary 8x the buffer): the flush must sum the buffer viewed as int64, with no dtype.
+    calls = []
+    peer.read_flush(RecordingTensor(calls, "uint8"))
+    assert calls == [("view", "uint8", peer.torch.int64), ("sum", peer.torch.int64, (), {})]
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="PyTorch is not installed")
+def test_the_flush_reads_the_buffer_without_a_converted_copy():
+    import torch
+    flush = peer.flush_buffer(3 << 20, torch.device("cpu"))   # 6 MiB < 64 MiB: 64 MiB
+    assert flush.numel() == 64 << 20 and flush.numel() % 8 == 0
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+        total = peer.read_flush(flush)
+    ops = {e.name for e in prof.events()}
+    assert not ops & {"aten::to", "aten::_to_copy"}, ops   # what a sum with another dtype runs
+    allocated = sum(max(e.cpu_memory_usage, 0) for e in prof.events() if e.name.startswith("aten::sum"))
+    assert allocated < 1024   # the result, not a copy of the buffer
+    # Every int64 word is 0x5A5A5A5A5A5A5A5A; the sum wraps modulo 2^64 (two's complement).
+    expected = ((64 << 20) // 8 * 0x5A5A5A5A5A5A5A5A) % (1 << 64)
+    assert int(total) == (expected - (1 << 64) if expected >= 1 << 63 else expected)
