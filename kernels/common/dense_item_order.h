@@ -14,7 +14,8 @@
 // about to run out of work: with few heads or long rows that tail is most of the difference to a
 // balanced schedule (16 heads at causal 4k: 13 % of the time, docs/performance.md, nineteenth
 // session). Tile-major order everywhere would keep many heads' K / V in L2 at once and cost up to
-// 2 % where the items are of one length (same session); in the tail it costs `tail_heads` heads'.
+// 2 % where the items are of one length (same session); the tail keeps only its `tail_heads`
+// heads' K / V (of every request) in L2 at once.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +30,7 @@ struct DenseItemCoords {
 };
 
 // Item w (0 <= w < q_tiles * num_reqs * num_heads) -> its slot and head; tail_heads in
-// [1, num_heads]. A bijection for each such tail_heads; 1 is head-major throughout.
+// [0, num_heads]. A bijection for each such tail_heads; 0 is head-major throughout.
 MLA_HD DenseItemCoords dense_item_coords(int64_t w, int32_t q_tiles, int32_t num_reqs, int32_t num_heads,
                                          int32_t tail_heads) {
   const int64_t per_head = static_cast<int64_t>(q_tiles) * num_reqs;
@@ -42,15 +43,15 @@ MLA_HD DenseItemCoords dense_item_coords(int64_t w, int32_t q_tiles, int32_t num
 }
 
 // The tail's heads for a problem (host; cu_q / cu_k are the host copies of cu_seqlens, num_reqs + 1
-// entries). 1 unless the items' lengths vary (the shortest non-empty item needs at most half the
-// longest one's key tiles: a causal mask) and one head's items are too little work to outlast the
-// longest item on every CTA (key tiles of all its items < ctas * longest): then as many heads as
-// make it so, at most as many as keep that many heads' K and V (512 bytes per key and head, every
-// request's) within half of the L2, and at most num_heads.
+// entries). 0 (no tail) unless the items' lengths vary (the shortest non-empty item needs at most
+// half the longest one's key tiles: a causal mask) and one head's items are too little work to
+// outlast the longest item on every CTA (key tiles of all its items < ctas * longest): then as
+// many heads as make it so, at most num_heads and at most as many as keep their K and V (512 bytes
+// per key and head, every request's) within half of the L2 (0 where one head's do not fit).
 inline int32_t dense_tail_heads(const int32_t* cu_q, const int32_t* cu_k, int32_t num_reqs, bool causal,
                                 int32_t num_heads, int rows_per_item, int keys_per_tile, int64_t ctas,
                                 int64_t l2_bytes) {
-  if (!causal || num_heads <= 1 || ctas <= 1 || num_reqs <= 0) return 1;
+  if (!causal || num_heads <= 1 || ctas <= 1 || num_reqs <= 0) return 0;
   int64_t work = 0, longest = 0, shortest = INT64_MAX, all_keys = 0;
   for (int32_t r = 0; r < num_reqs; ++r) {
     const int64_t nq = cu_q[r + 1] - cu_q[r] > 0 ? cu_q[r + 1] - cu_q[r] : 0;
@@ -67,10 +68,9 @@ inline int32_t dense_tail_heads(const int32_t* cu_q, const int32_t* cu_k, int32_
       if (tiles < shortest) shortest = tiles;
     }
   }
-  if (longest == 0 || 2 * shortest > longest || work >= ctas * longest) return 1;
+  if (longest == 0 || 2 * shortest > longest || work >= ctas * longest) return 0;
   int64_t heads = (ctas * longest + work - 1) / work;
-  const int64_t per_head_kv = all_keys * 512 > 0 ? all_keys * 512 : 1;
-  const int64_t l2_cap = l2_bytes / 2 / per_head_kv > 1 ? l2_bytes / 2 / per_head_kv : 1;
+  const int64_t l2_cap = l2_bytes / 2 / (all_keys * 512);  // all_keys > 0: an item has key tiles
   if (heads > l2_cap) heads = l2_cap;
   if (heads > num_heads) heads = num_heads;
   return static_cast<int32_t>(heads);

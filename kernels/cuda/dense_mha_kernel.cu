@@ -646,7 +646,7 @@ Status launch_dense_mha(const DenseMhaParams& p, cudaStream_t stream) {
   }
   args.q_tiles = static_cast<int32_t>(q_tiles);
   args.num_reqs = p.num_reqs;
-  args.tail_heads = 1;
+  args.tail_heads = 0;
   if (wgmma_ok) {
     // The order the persistent grid's CTAs (dense_wgmma::launch: min(items, SMs)) take the items
     // in. It changes which CTA runs an item, never the item's bits (fewer CTAs under the tests'
