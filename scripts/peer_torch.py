@@ -461,13 +461,18 @@ def flush_buffer(l2, device):
     return torch.full((n,), 0x5A, dtype=torch.uint8, device=device)
 
 
+FLUSH = "a read of the buffer: its sum as int64 (read_flush)"
+
+
 def read_flush(flush):
-    """Reads the whole flush buffer and writes 8 bytes, as mla-bench's flush does: a sum of the
-    buffer viewed as int64, the accumulator's own type. A reduction whose accumulator type is not
-    the input's (the uint8 buffer summed with dtype=int64, as this script did until 2026-11-30)
-    makes PyTorch convert the input first: an 8x larger temporary written and read between calls
-    (about 2 GB of HBM traffic for a 126 MB buffer, ~0.5 ms on an H200), which leaves dirty lines
-    in L2 and, on a GPU held at its power cap, a gap in which it cools down before the timed call."""
+    """Reads the whole flush buffer, as mla-bench's flush does (that one writes nothing; this one
+    its 8-byte result): a sum of the buffer viewed as int64, the accumulator's own type. A
+    reduction whose accumulator type is not the input's (the uint8 buffer summed with
+    dtype=int64, as this script did until 2026-11-30) makes PyTorch convert the input first: an
+    8x larger temporary written and read before each timed call (about 2 GB of HBM traffic for a
+    126 MB buffer, ~0.5 ms on an H200), whose dirty lines can reach the timed call and which, on
+    a GPU held at its power cap, changes what the call runs after (docs/performance.md,
+    twentieth session)."""
     return flush.view(torch.int64).sum()
 
 
@@ -489,8 +494,8 @@ def guarded_timing(name, op, width, results, measure, also=()):
 
 def time_cuda(fn, flush, iters, warmup):
     """Per-iteration seconds: flush (untimed; none where flush is None), event, fn, event,
-    synchronize. The flush reads the buffer (read_flush), as mla-bench does: a written flush would leave dirty lines whose write-back
-    lands in the timed region (docs/benchmarks.md)."""
+    synchronize. The flush reads the buffer (read_flush), as mla-bench does: a written flush would
+    leave dirty lines whose write-back lands in the timed region (docs/benchmarks.md)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -551,7 +556,7 @@ def run_timing(sweep_arg, iters, warmup, name_filter, seed):
         torch.cuda.empty_cache()
     return {
         "device": props.name, "torch": torch.__version__, "cuda": torch.version.cuda, "sweep": str(sweep_path),
-        "l2_bytes": l2, "flush_bytes": flush.numel(), "copy_bytes_per_second": copy_bw,
+        "l2_bytes": l2, "flush_bytes": flush.numel(), "flush": FLUSH, "copy_bytes_per_second": copy_bw,
         "timing": "CUDA events per iteration, L2 flushed (untimed) before each, median", "results": results,
     }
 
@@ -1000,6 +1005,7 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
     return {
         "device": device_name, "torch": torch.__version__, "cuda": torch.version.cuda, "sweep": str(sweep_path),
         "l2_bytes": l2, "flush_bytes": flush.numel() if flush is not None else 0,
+        "flush": FLUSH if flush is not None else None,
         "gemm_flops_per_second": gemm, "gemm_size": gemm_n, "copy_bytes_per_second": copy_bw,
         "ours": str(ours_path) if ours_path else None,
         "timing": ("CUDA events per iteration, L2 flushed (untimed) before each" if device.type == "cuda"

@@ -6,6 +6,7 @@
 # ../call7/halfkv-next.patch (a timing probe: every odd key tile not loaded once its stage holds
 # an earlier tile; results wrong but finite) against main in 3 s loops, beside SDPA's own loop,
 # with nvidia-smi every 100 ms; ncu's L2 bytes of one probe launch.
+# About 8 minutes (build ~50 s, whole sweep and its peers ~3 min, dense again ~1.5 min, loops ~2 min).
 # Run from the repository root: bash docs/results/2026-11-30-h200-t/next/script.sh
 set -u -o pipefail
 L=/tmp/L; rm -rf $L; mkdir -p $L
@@ -14,10 +15,13 @@ t0=$(date +%s); el() { echo "[$(( $(date +%s)-t0 ))s] $*" | tee -a $L/timeline.t
 save() { (cd /tmp && tar czf $OUT/logs.tgz L); }
 mark() { echo "$(date +%s.%N) $*" >> $L/marks.txt; }
 git log --oneline -1 > $L/tree.txt; git status --short >> $L/tree.txt
+# The device copy's .git can be stale: say which flush the peer script in this tree has.
+grep -n 'def read_flush\|return flush' scripts/peer_torch.py >> $L/tree.txt; sha256sum scripts/peer_torch.py >> $L/tree.txt
 CFG="-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DMLA_ENABLE_CUDA=ON"
 cmake -S . -B build $CFG > $L/cfg.log 2>&1; cmake --build build -j16 --target mla-bench > $L/build.log 2>&1; el "built main rc=$?"
 mkdir -p /tmp/bin/main /tmp/bin/halfkv && cp build/bin/mla-bench /tmp/bin/main/
-git apply $P && cmake --build build -j16 --target mla-bench > $L/build-halfkv.log 2>&1; el "built halfkv rc=$?"
+git apply $P || { el "patch failed"; save; exit 1; }
+cmake --build build -j16 --target mla-bench > $L/build-halfkv.log 2>&1; el "built halfkv rc=$?"
 cp build/bin/mla-bench /tmp/bin/halfkv/; git apply -R $P
 # The peers with the fixed flush: the whole attention sweep once, the dense shapes a second time.
 timeout 150 /tmp/bin/main/mla-bench --backend cuda --sweep attention --benchmark_out=$L/ours-1.json --benchmark_out_format=json > $L/ours-1.log 2>&1; el "ours 1 rc=$?"
