@@ -24,9 +24,10 @@ git apply $P || { el "patch failed"; save; exit 1; }
 cmake --build build -j16 --target mla-bench > $L/build-halfkv.log 2>&1; el "built halfkv rc=$?"
 cp build/bin/mla-bench /tmp/bin/halfkv/; git apply -R $P
 # The peers with the fixed flush: the whole attention sweep once, the dense shapes a second time.
-timeout 150 /tmp/bin/main/mla-bench --backend cuda --sweep attention --benchmark_out=$L/ours-1.json --benchmark_out_format=json > $L/ours-1.log 2>&1; el "ours 1 rc=$?"
+# Per-repetition rows as well (their iteration counts, to set beside the peer's calls).
+timeout 150 /tmp/bin/main/mla-bench --backend cuda --sweep attention --benchmark_report_aggregates_only=false --benchmark_out=$L/ours-1.json --benchmark_out_format=json > $L/ours-1.log 2>&1; el "ours 1 rc=$?"
 timeout 200 python3 scripts/peer_torch.py --attention --sweep attention --timing-device cuda --ours $L/ours-1.json --out $L/peer-1.json > $L/peer-1.log 2>&1; el "peer 1 rc=$?"
-timeout 60 /tmp/bin/main/mla-bench --backend cuda --sweep attention --benchmark_filter='^dense_mha/' --benchmark_repetitions=5 --benchmark_out=$L/ours-2.json --benchmark_out_format=json > $L/ours-2.log 2>&1; el "ours 2 rc=$?"
+timeout 60 /tmp/bin/main/mla-bench --backend cuda --sweep attention --benchmark_filter='^dense_mha/' --benchmark_repetitions=5 --benchmark_report_aggregates_only=false --benchmark_out=$L/ours-2.json --benchmark_out_format=json > $L/ours-2.log 2>&1; el "ours 2 rc=$?"
 timeout 150 python3 scripts/peer_torch.py --attention --sweep attention --timing-device cuda --filter dense --ours $L/ours-2.json --out $L/peer-2.json > $L/peer-2.log 2>&1; el "peer 2 rc=$?"
 save
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active --format=csv,nounits -lms 100 > $L/smi.csv 2> $L/smi.err &
