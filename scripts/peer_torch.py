@@ -6,8 +6,9 @@
     `.to(torch.float8_e4m3fn)` after clamping to +-448, fp32 division for the scales, dtype views
     of the 656-byte entry) and compares with our outputs bit for bit (any NaN equals any NaN; NaN
     positions must match). Mismatches are printed.
-(b) Timing: the same three operations on the shapes of an mla-bench sweep file (CUDA events,
-    L2 flushed by reading a buffer of twice the L2 size before every iteration, median of
+(b) Timing: the same three operations on the shapes of an mla-bench sweep file (CUDA events;
+    before every iteration, as in mla-bench, the lead (torch.cuda._sleep of --lead-cycles, default
+    mla-bench's) and the L2 flushed by reading a buffer of twice the L2 size; median of
     --iters >= 20), with mla-bench's byte models; printed, and written as JSON with --out.
 (c) --attention: timing of the two attention routes on the "attention" shapes of a sweep (default
     sweep: attention), by mla-bench's protocol (Google Benchmark's: a call count searched for in
@@ -28,7 +29,8 @@
                   fp8_ds_mla entries (dequantized once, untimed), then bmm(q_lat, K^T), scale and
                   mask in fp32, logsumexp + exp (softmax), bmm(P in bf16, V = K[..., :512]).
     forward shapes have no peer. With --ours BENCH.json (mla-bench --benchmark_out, JSON) every
-    shape also gets our median time and ours / peer (below 1: ours is faster).
+    shape also gets our median time and ours / peer (below 1: ours is faster), and the lead is
+    the one that run names (its context's mla_lead_cycles) unless --lead-cycles is given.
 
 Runs on the GPU machine's python3 (PyTorch with CUDA); not part of CI.
 Exit status: 0 all bits match, 1 a mismatch, 2 bad usage or unreadable dump.
@@ -463,6 +465,11 @@ def flush_buffer(l2, device):
 
 FLUSH = "a read of the buffer: its sum as int64 (read_flush)"
 
+# mla-bench's default lead (apps/mla_bench/l2_flush.h, L2Flusher::kDefaultLeadCycles): SM clock
+# cycles one thread spins before each flush. With --ours the count comes from its JSON instead.
+LEAD_CYCLES = 200000
+MAX_LEAD_CYCLES = 1 << 32
+
 
 def read_flush(flush):
     """Reads the whole flush buffer, as mla-bench's flush does (that one writes nothing; this one
@@ -474,6 +481,32 @@ def read_flush(flush):
     a GPU held at its power cap, changes what the call runs after (docs/performance.md,
     twentieth session)."""
     return flush.view(torch.int64).sum()
+
+
+class ColdStart:
+    """What runs untimed before each timed call on the GPU, as in mla-bench (apps/mla_bench/
+    l2_flush.h): the lead, one thread spinning for lead_cycles SM clock cycles
+    (torch.cuda._sleep, a one-thread clock64 spin like mla-bench's), then the flush (read_flush).
+    The lead keeps the GPU busy while Python queues the flush, the start event and the call: without
+    it, the time Python takes to launch the call after the 37 us flush lands inside the timed
+    region (48-92 us from the flush's launch to SDPA's return on an H200, docs/performance.md,
+    twenty-first session). The same count as mla-bench's run leaves the GPU the same idle time
+    before each call in both tools, which matters at the power cap."""
+
+    def __init__(self, buffer, lead_cycles):
+        if lead_cycles and not hasattr(torch.cuda, "_sleep"):
+            raise DumpError(f"this PyTorch ({torch.__version__}) has no torch.cuda._sleep for the lead; "
+                            "--lead-cycles 0 times without one")
+        self.buffer, self.lead_cycles = buffer, lead_cycles
+
+    def __call__(self):
+        if self.lead_cycles:
+            torch.cuda._sleep(self.lead_cycles)
+        read_flush(self.buffer)
+
+
+def lead_description(lead_cycles):
+    return (f"torch.cuda._sleep({lead_cycles}) before each flush" if lead_cycles else "none")
 
 
 def guarded_timing(name, op, width, results, measure, also=()):
@@ -493,9 +526,10 @@ def guarded_timing(name, op, width, results, measure, also=()):
 
 
 def time_cuda(fn, flush, iters, warmup):
-    """Per-iteration seconds: flush (untimed; none where flush is None), event, fn, event,
-    synchronize. The flush reads the buffer (read_flush), as mla-bench does: a written flush would
-    leave dirty lines whose write-back lands in the timed region (docs/benchmarks.md)."""
+    """Per-iteration seconds: flush() (untimed: a ColdStart, the lead then the read; none where
+    flush is None), event, fn, event, synchronize. The flush reads its buffer (read_flush), as
+    mla-bench does: a written flush would leave dirty lines whose write-back lands in the timed
+    region (docs/benchmarks.md)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -503,7 +537,7 @@ def time_cuda(fn, flush, iters, warmup):
     times = []
     for _ in range(iters):
         if flush is not None:
-            read_flush(flush)
+            flush()
         start.record()
         fn()
         stop.record()
@@ -522,7 +556,7 @@ def copy_bandwidth(device, iters=9):
     return 2.0 * n / statistics.median(times)
 
 
-def run_timing(sweep_arg, iters, warmup, name_filter, seed):
+def run_timing(sweep_arg, iters, warmup, name_filter, seed, lead_cycles=LEAD_CYCLES):
     if not torch.cuda.is_available():
         print("peer timing: no CUDA device; skipped")
         return None
@@ -530,10 +564,10 @@ def run_timing(sweep_arg, iters, warmup, name_filter, seed):
     sweep, sweep_path = load_sweep(sweep_arg)
     props = torch.cuda.get_device_properties(device)
     l2 = getattr(props, "L2_cache_size", 0) or (64 << 20)
-    flush = flush_buffer(l2, device)
+    flush = ColdStart(flush_buffer(l2, device), lead_cycles)
     copy_bw = copy_bandwidth(device)
-    print(f"peer timing on {props.name}: sweep {sweep_path}, L2 {l2} bytes (flush reads {flush.numel()}), "
-          f"copy {copy_bw / 1e9:.1f} GB/s, median of {iters}")
+    print(f"peer timing on {props.name}: sweep {sweep_path}, L2 {l2} bytes (flush reads {flush.buffer.numel()}), "
+          f"lead {lead_cycles} cycles, copy {copy_bw / 1e9:.1f} GB/s, median of {iters}")
     print(f"  {'benchmark':<40} {'median us':>11} {'GB/s':>9} {'% copy':>7} {'items/s':>10}")
     results = []
     gen = torch.Generator().manual_seed(seed)
@@ -556,7 +590,8 @@ def run_timing(sweep_arg, iters, warmup, name_filter, seed):
         torch.cuda.empty_cache()
     return {
         "device": props.name, "torch": torch.__version__, "cuda": torch.version.cuda, "sweep": str(sweep_path),
-        "l2_bytes": l2, "flush_bytes": flush.numel(), "flush": FLUSH, "copy_bytes_per_second": copy_bw,
+        "l2_bytes": l2, "flush_bytes": flush.buffer.numel(), "flush": FLUSH, "lead_cycles": lead_cycles,
+        "lead": lead_description(lead_cycles), "copy_bytes_per_second": copy_bw,
         "timing": "CUDA events per iteration, L2 flushed (untimed) before each, median", "results": results,
     }
 
@@ -895,6 +930,34 @@ def load_ours(path):
     return ours
 
 
+def ours_lead_cycles(path):
+    """The lead mla-bench ran with (its JSON context's mla_lead_cycles), or None where it names none
+    (the host backend, or an mla-bench from before the lead)."""
+    value = json.loads(Path(path).read_text()).get("context", {}).get("mla_lead_cycles")
+    if value is None:
+        return None
+    try:
+        cycles = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{path}: context/mla_lead_cycles: {value!r} is not a whole number") from None
+    if not 0 <= cycles <= MAX_LEAD_CYCLES:
+        raise ValueError(f"{path}: context/mla_lead_cycles: {cycles} is outside [0, {MAX_LEAD_CYCLES}]")
+    return cycles
+
+
+def resolve_lead(given, ours_path):
+    """(the lead to run, a note or None): --lead-cycles when given, else the one --ours names, else
+    mla-bench's default. The note says where the two tools' protocols differ."""
+    ours = ours_lead_cycles(ours_path) if ours_path else None
+    lead = given if given is not None else (ours if ours is not None else LEAD_CYCLES)
+    note = None
+    if ours_path and ours is None:
+        note = f"{ours_path} names no lead (an mla-bench from before it, or the host): ours may have run without one"
+    elif ours is not None and ours != lead:
+        note = f"--lead-cycles {lead} but {ours_path} ran with {ours}: the protocols differ"
+    return lead, note
+
+
 def sweep_protocol(sweep, sweep_path, repetitions=None, min_time_s=None):
     """The repetitions and the minimum timed seconds per repetition: the given ones, else the
     sweep's ("repetitions", "min_time_s"; mla-bench's defaults 5 and 0.05 where it has none),
@@ -911,7 +974,7 @@ def sweep_protocol(sweep, sweep_path, repetitions=None, min_time_s=None):
 
 
 def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path, timing_device,
-                         repetitions=None, min_time_s=None):
+                         repetitions=None, min_time_s=None, lead_cycles=None):
     """iters None: each shape timed by mla-bench's protocol (time_like_sweep) on the sweep's
     repetitions and min_time_s, or the ones given; else the median of `iters` calls."""
     if timing_device == "auto":
@@ -930,14 +993,15 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
     if iters is None:
         repetitions, min_time_s = sweep_protocol(sweep, sweep_path, repetitions, min_time_s)
     ours = load_ours(ours_path) if ours_path else {}
+    lead_cycles, lead_note = resolve_lead(lead_cycles, ours_path)
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         device_name = props.name
         l2 = getattr(props, "L2_cache_size", 0) or (64 << 20)
-        flush = flush_buffer(l2, device)
+        flush = ColdStart(flush_buffer(l2, device), lead_cycles)
         max_flops = None
     else:
-        device_name, l2, flush = "cpu", 0, None
+        device_name, l2, flush, lead_cycles, lead_note = "cpu", 0, None, 0, None
         max_flops = (sweep.get("host") or {}).get("max_attention_flops", 2 << 30)   # mla-bench's host cap
     gemm, gemm_n = gemm_rate(device)
     copy_bw = copy_rate(device)
@@ -946,7 +1010,10 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
                 f">= {min_time_s:g} s of timed calls (min_s / max_s: of those means)")
     print(f"peer attention timing on {device_name}: sweep {sweep_path}, bf16 GEMM {gemm_n}^3 "
           f"{gemm / 1e12:.2f} TFLOP/s, copy {copy_bw / 1e9:.1f} GB/s, {protocol}"
-          + (f", L2 flush {flush.numel()} bytes" if flush is not None else " (CPU: warm cache, no flush)"))
+          + (f", L2 flush {flush.buffer.numel()} bytes after a lead of {lead_cycles} cycles" if flush is not None
+             else " (CPU: warm cache, no flush)"))
+    if lead_note:
+        print(f"  note: {lead_note}")
     width = max([46] + [len(name) for name, _, _ in shapes])
     print(f"  {'benchmark':<{width}} {'median us':>11} {'TFLOP/s':>8} {'% gemm':>7} {'GB/s':>8} {'% copy':>7}"
           f" {'ours us':>10} {'ours/peer':>9}")
@@ -1004,8 +1071,9 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
             torch.cuda.empty_cache()
     return {
         "device": device_name, "torch": torch.__version__, "cuda": torch.version.cuda, "sweep": str(sweep_path),
-        "l2_bytes": l2, "flush_bytes": flush.numel() if flush is not None else 0,
-        "flush": FLUSH if flush is not None else None,
+        "l2_bytes": l2, "flush_bytes": flush.buffer.numel() if flush is not None else 0,
+        "flush": FLUSH if flush is not None else None, "lead_cycles": lead_cycles,
+        "lead": lead_description(lead_cycles) if flush is not None else None, "lead_note": lead_note,
         "gemm_flops_per_second": gemm, "gemm_size": gemm_n, "copy_bytes_per_second": copy_bw,
         "ours": str(ours_path) if ours_path else None,
         "timing": ("CUDA events per iteration, L2 flushed (untimed) before each" if device.type == "cuda"
@@ -1047,6 +1115,10 @@ def parse_args(argv):
     ap.add_argument("--min-time", type=float, default=None,
                     help="--attention, mla-bench's protocol: timed seconds per repetition (default: the "
                          "sweep's min_time_s; the same as mla-bench's --benchmark_min_time when that was set)")
+    ap.add_argument("--lead-cycles", type=int, default=None,
+                    help="GPU: SM clock cycles one thread spins (torch.cuda._sleep) before each L2 flush, so "
+                         "that the timed call is queued before the start event (0: none). Default: the "
+                         f"count --ours names (mla-bench's mla_lead_cycles), else mla-bench's {LEAD_CYCLES}")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--seed", type=int, default=20240901)
     ap.add_argument("--no-check", action="store_true", help="skip the check of --dump")
@@ -1055,6 +1127,8 @@ def parse_args(argv):
     args = ap.parse_args(argv)
     if args.iters is not None and (args.repetitions is not None or args.min_time is not None):
         ap.error("--iters times a fixed number of calls; --repetitions / --min-time go with mla-bench's protocol")
+    if args.lead_cycles is not None and not 0 <= args.lead_cycles <= MAX_LEAD_CYCLES:
+        ap.error(f"--lead-cycles must be in [0, {MAX_LEAD_CYCLES}]")
     if args.iters is not None and args.iters < 20:
         ap.error("--iters must be at least 20")
     if args.attention and not args.dump:
@@ -1100,12 +1174,17 @@ def main(argv=None):
         try:
             summary["attention_timing"] = run_attention_timing(args.sweep, args.iters, args.warmup, args.filter,
                                                                args.seed, args.ours, args.timing_device,
-                                                               args.repetitions, args.min_time)
+                                                               args.repetitions, args.min_time, args.lead_cycles)
         except (DumpError, OSError, ValueError, KeyError) as e:
             print(f"peer_torch.py: {e}", file=sys.stderr)
             return 2
     elif not args.no_timing:
-        summary["timing"] = run_timing(args.sweep, args.iters, args.warmup, args.filter, args.seed)
+        try:
+            summary["timing"] = run_timing(args.sweep, args.iters, args.warmup, args.filter, args.seed,
+                                           LEAD_CYCLES if args.lead_cycles is None else args.lead_cycles)
+        except DumpError as e:
+            print(f"peer_torch.py: {e}", file=sys.stderr)
+            return 2
     if args.out:
         out = Path(args.out)
         tmp = out.with_name(out.name + ".tmp")

@@ -11,10 +11,15 @@
 
 namespace mla::bench {
 
-Status L2Flusher::create(Backend& backend, void* stream, std::unique_ptr<L2Flusher>* out) {
+Status L2Flusher::create(Backend& backend, void* stream, int64_t lead_cycles, std::unique_ptr<L2Flusher>* out) {
+  if (lead_cycles < 0 || lead_cycles > kMaxLeadCycles) {
+    return Status::error("lead of " + std::to_string(lead_cycles) + " cycles: outside [0, " +
+                         std::to_string(kMaxLeadCycles) + "]");
+  }
   std::unique_ptr<L2Flusher> f(new L2Flusher(backend, stream));
 #if defined(MLA_HAVE_CUDA)
   if (stream != nullptr) {
+    f->lead_cycles_ = lead_cycles;
     int device = 0;
     cudaDeviceProp prop{};
     MLA_CUDA_CHECK(cudaGetDevice(&device));
@@ -49,6 +54,7 @@ L2Flusher::~L2Flusher() {
 Status L2Flusher::flush() {
 #if defined(MLA_HAVE_CUDA)
   if (buffer_ != nullptr) {
+    if (lead_cycles_ > 0) MLA_CUDA_CHECK(static_cast<cudaError_t>(launch_lead_spin(lead_cycles_, stream_)));
     MLA_CUDA_CHECK(static_cast<cudaError_t>(
         launch_read_flush(buffer_, buffer_bytes_, 0xFFFFFFFFu, sink_, blocks_, stream_)));
   }

@@ -6,9 +6,20 @@
 // 37 us after a written flush), a cost of the benchmark, not of the operation. The buffer is
 // written once, at creation (never read uninitialised). On the host backend flush() does nothing
 // (host figures are warm-cache).
+//
+// The lead: before the read, one thread spins for `lead_cycles` SM clock cycles (clock64), so
+// that the CPU has queued the flush, the start event and the operation's launches before the GPU
+// reaches the start event: no launch latency inside the timed region, however slow the caller is
+// to launch (the idea of nvbench's blocking kernel, by a fixed spin instead of a host flag).
+// scripts/peer_torch.py runs the same spin through torch.cuda._sleep (a one-thread clock64 spin
+// too) with the count mla-bench's JSON names, so that both tools leave the GPU the same idle time
+// before each call; at the power cap that idle time changes the clock the call then runs at
+// (docs/benchmarks.md). Measured on an H200 (docs/performance.md, twenty-first session): the
+// PyTorch peer needs 48-92 us from the flush's launch to SDPA's return, the flush takes 37 us.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "kernels/backend.h"
@@ -17,14 +28,21 @@ namespace mla::bench {
 
 class L2Flusher {
  public:
-  // stream: the CUDA backend's stream (DeviceTimer::stream()); nullptr on the host.
-  static Status create(Backend& backend, void* stream, std::unique_ptr<L2Flusher>* out);
+  // About 100 us at the H200's 1.98 GHz: covers the PyTorch peer's launch of SDPA after the flush.
+  static constexpr int64_t kDefaultLeadCycles = 200000;
+  static constexpr int64_t kMaxLeadCycles = int64_t{1} << 32;  // about 2 s: a typo, not a protocol
+
+  // stream: the CUDA backend's stream (DeviceTimer::stream()); nullptr on the host (no flush, no
+  // lead). lead_cycles in [0, kMaxLeadCycles]; 0: no lead.
+  static Status create(Backend& backend, void* stream, int64_t lead_cycles, std::unique_ptr<L2Flusher>* out);
   ~L2Flusher();
   L2Flusher(const L2Flusher&) = delete;
   L2Flusher& operator=(const L2Flusher&) = delete;
 
+  // The lead, then the read (both on the stream; nothing on the host).
   Status flush();
   std::size_t l2_bytes() const { return l2_bytes_; }
+  int64_t lead_cycles() const { return lead_cycles_; }
   std::size_t buffer_bytes() const { return buffer_bytes_; }
 
  private:
@@ -36,11 +54,15 @@ class L2Flusher {
   std::size_t buffer_bytes_ = 0;
   unsigned* sink_ = nullptr;  // 4 bytes the read pass would write only on an impossible value
   int blocks_ = 0;
+  int64_t lead_cycles_ = 0;
 };
 
 // Defined in l2_flush_kernels.cu (CUDA builds only): launches the read pass over `bytes` (a multiple
 // of 16) of `buffer` on `stream`; returns the launch's cudaError_t.
 int launch_read_flush(const void* buffer, std::size_t bytes, unsigned impossible, unsigned* sink, int blocks,
                       void* stream);
+// Defined there too: launches the lead, one thread spinning until clock64 has advanced by `cycles`
+// (> 0) on `stream`; returns the launch's cudaError_t.
+int launch_lead_spin(int64_t cycles, void* stream);
 
 }  // namespace mla::bench

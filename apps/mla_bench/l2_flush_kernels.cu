@@ -1,5 +1,5 @@
 // The read pass of the L2 flush (l2_flush.h): every 16-byte word of the buffer is loaded once, so
-// the lines left in L2 afterwards are the flush buffer's own, clean ones.
+// the lines left in L2 afterwards are the flush buffer's own, clean ones; and the lead before it.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -23,7 +23,20 @@ __global__ void read_flush_kernel(const uint4* __restrict__ buf, size_t words, u
   if (acc == impossible) *sink = acc;
 }
 
+// The lead (l2_flush.h): one thread, no memory traffic, until its SM's clock64 has advanced by
+// `cycles`.
+__global__ void lead_spin_kernel(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+}
+
 }  // namespace
+
+int launch_lead_spin(int64_t cycles, void* stream) {
+  lead_spin_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<long long>(cycles));
+  return static_cast<int>(cudaGetLastError());
+}
 
 int launch_read_flush(const void* buffer, size_t bytes, unsigned impossible, unsigned* sink, int blocks,
                       void* stream) {

@@ -136,6 +136,7 @@ struct Options {
   std::string sweep;
   std::string dump_dir;
   bool list_sweeps = false, quick = false, no_host_caps = false, version = false;
+  int64_t lead_cycles = L2Flusher::kDefaultLeadCycles;
 };
 
 void add_options(CLI::App& app, Options& o) {
@@ -150,6 +151,11 @@ void add_options(CLI::App& app, Options& o) {
                  "Run one small shape of each operation, write inputs, outputs and manifest.json to DIR "
                  "(for scripts/peer_torch.py), and exit");
   app.add_flag("--no-host-caps", o.no_host_caps, "Host backend: also run shapes above the sweep's host limits");
+  app.add_option("--lead-cycles", o.lead_cycles,
+                 "GPU: SM clock cycles one thread spins before each L2 flush, so that the timed launches are "
+                 "queued before the start event (0: none; scripts/peer_torch.py uses the same count)")
+      ->check(CLI::Range(int64_t{0}, L2Flusher::kMaxLeadCycles))
+      ->capture_default_str();
   app.add_flag("--version", o.version, "Print the version and exit");
   app.footer(kBenchmarkFlagsHelp);
 }
@@ -280,7 +286,7 @@ int run(int argc, char** argv) {
   env.backend = backend.get();
   env.sweep = sweep;
   Status st = DeviceTimer::create(*backend, &timer);
-  if (st.ok()) st = L2Flusher::create(*backend, timer->stream(), &flusher);
+  if (st.ok()) st = L2Flusher::create(*backend, timer->stream(), opt.lead_cycles, &flusher);
   if (st.ok()) st = measure_roofline(*backend, *timer, &env.roofline);
   if (!st.ok()) {
     std::fprintf(stderr, "mla-bench: setup on %s failed: %s\n", info.name.c_str(), st.message().c_str());
@@ -318,7 +324,7 @@ int run(int argc, char** argv) {
   if (!info.kernels.empty()) benchmark::AddCustomContext("mla_kernels", info.kernels);
   benchmark::AddCustomContext("mla_sweep", sweep.name + " (" + sweep.source + ")");
   benchmark::AddCustomContext("mla_timing", timer->on_device()
-                                                ? "CUDA events on the backend stream, L2 flushed before each iteration"
+                                                ? "CUDA events on the backend stream, L2 flushed before each iteration after the lead (mla_lead_cycles)"
                                                 : "std::chrono around each call (host: warm cache)");
   benchmark::AddCustomContext("mla_copy_bw_bytes_per_second", std::to_string(env.roofline.copy_bytes_per_second));
   benchmark::AddCustomContext("mla_copy_bw", human_rate(env.roofline.copy_bytes_per_second));
@@ -334,6 +340,8 @@ int run(int argc, char** argv) {
   if (flusher->buffer_bytes() > 0) {
     benchmark::AddCustomContext("mla_l2_flush", std::to_string(flusher->buffer_bytes()) + " bytes read (L2 " +
                                                     std::to_string(flusher->l2_bytes()) + " bytes)");
+    // scripts/peer_torch.py --ours reads this count and runs the same lead.
+    benchmark::AddCustomContext("mla_lead_cycles", std::to_string(flusher->lead_cycles()));
   }
 
   benchmark::RunSpecifiedBenchmarks();

@@ -29,6 +29,13 @@ def test_google_benchmark_flags_it_would_abort_or_hang_on_are_refused(flag):
     assert flag.split("=")[0] in r.stderr
 
 
+@pytest.mark.parametrize("value", ["-1", "4294967297", "abc", "1.5"])
+def test_a_lead_outside_its_range_is_refused(value):
+    r = run("--sweep", "quick", "--lead-cycles", value)
+    assert r.returncode == 2
+    assert "--lead-cycles" in r.stderr + r.stdout
+
+
 SCHEMA = '"schema": 1, "name": "t"'
 
 

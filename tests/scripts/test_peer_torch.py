@@ -396,3 +396,101 @@ def test_the_flush_reads_the_buffer_without_a_converted_copy():
     # Every int64 word is 0x5A5A5A5A5A5A5A5A; the sum wraps modulo 2^64 (two's complement).
     expected = ((64 << 20) // 8 * 0x5A5A5A5A5A5A5A5A) % (1 << 64)
     assert int(total) == (expected - (1 << 64) if expected >= 1 << 63 else expected)
+
+
+def fake_torch(calls, sleep=True):
+    """torch as time_cuda and ColdStart use it (cuda.Event, cuda.synchronize, cuda._sleep unless
+    sleep is False), recording the calls in order."""
+
+    class Event:
+        def __init__(self, enable_timing):
+            self.name = "stop" if any(c[0] == "Event" for c in calls) else "start"
+            calls.append(("Event", self.name))
+
+        def record(self):
+            calls.append(("record", self.name))
+
+        def synchronize(self):
+            calls.append(("synchronize", self.name))
+
+        def elapsed_time(self, other):
+            calls.append(("elapsed", self.name, other.name))
+            return 2.0   # ms
+
+    cuda = types.SimpleNamespace(Event=Event, synchronize=lambda: calls.append(("device synchronize",)))
+    if sleep:
+        cuda._sleep = lambda cycles: calls.append(("sleep", cycles))
+    return types.SimpleNamespace(cuda=cuda, int64="int64", __version__="fake")
+
+
+def test_each_timed_call_runs_after_the_lead_and_the_flush(monkeypatch):
+    calls = []
+    monkeypatch.setattr(peer, "torch", fake_torch(calls))
+    flush = peer.ColdStart(RecordingTensor(calls, "uint8"), 12345)
+    times = peer.time_cuda(lambda: calls.append(("fn",)), flush, 2, 1)
+    assert times == [2e-3, 2e-3]
+    one = [("sleep", 12345), ("view", "uint8", "int64"), ("sum", "int64", (), {}), ("record", "start"), ("fn",),
+           ("record", "stop"), ("synchronize", "stop"), ("elapsed", "start", "stop")]
+    assert calls == [("fn",), ("device synchronize",), ("Event", "start"), ("Event", "stop")] + one + one
+
+
+def test_no_lead_and_no_flush(monkeypatch):
+    calls = []
+    monkeypatch.setattr(peer, "torch", fake_torch(calls))
+    peer.ColdStart(RecordingTensor(calls, "uint8"), 0)()
+    assert calls == [("view", "uint8", "int64"), ("sum", "int64", (), {})]   # no sleep
+    calls.clear()
+    peer.time_cuda(lambda: calls.append(("fn",)), None, 1, 0)
+    assert ("sleep", 0) not in calls and not [c for c in calls if c[0] in ("sleep", "view", "sum")]
+
+
+def test_a_lead_without_torch_cuda_sleep_is_refused(monkeypatch):
+    calls = []
+    monkeypatch.setattr(peer, "torch", fake_torch(calls, sleep=False))
+    with pytest.raises(peer.DumpError, match="no torch.cuda._sleep"):
+        peer.ColdStart(RecordingTensor(calls, "uint8"), 1)
+    peer.ColdStart(RecordingTensor(calls, "uint8"), 0)   # no lead: nothing needed
+
+
+def test_the_default_lead_is_mla_benchs():
+    header = (ROOT / "apps" / "mla_bench" / "l2_flush.h").read_text()
+    default = re.search(r"kDefaultLeadCycles = (\d+);", header)
+    maximum = re.search(r"kMaxLeadCycles = int64_t\{1\} << (\d+);", header)
+    assert default and maximum
+    assert peer.LEAD_CYCLES == int(default.group(1))
+    assert peer.MAX_LEAD_CYCLES == 1 << int(maximum.group(1))
+
+
+def ours_json(tmp_path, context):
+    path = tmp_path / "ours.json"
+    path.write_text(json.dumps({"context": context, "benchmarks": []}))
+    return path
+
+
+def test_the_lead_comes_from_ours_unless_given(tmp_path):
+    ours = ours_json(tmp_path, {"mla_lead_cycles": "300000"})
+    assert peer.resolve_lead(None, ours) == (300000, None)
+    lead, note = peer.resolve_lead(0, ours)
+    assert lead == 0 and "--lead-cycles 0" in note and "ran with 300000" in note
+    assert peer.resolve_lead(300000, ours) == (300000, None)
+    assert peer.resolve_lead(None, None) == (peer.LEAD_CYCLES, None)
+    assert peer.resolve_lead(7, None) == (7, None)
+    old = ours_json(tmp_path, {})
+    lead, note = peer.resolve_lead(None, old)
+    assert lead == peer.LEAD_CYCLES and "names no lead" in note
+
+
+@pytest.mark.parametrize("value, problem", [("x", "not a whole number"), ("-1", "outside"),
+                                            (str((1 << 32) + 1), "outside")])
+def test_a_bad_lead_in_ours_is_named(tmp_path, value, problem):
+    ours = ours_json(tmp_path, {"mla_lead_cycles": value})
+    with pytest.raises(ValueError, match=f"ours.json: context/mla_lead_cycles: .*{problem}"):
+        peer.resolve_lead(None, ours)
+
+
+def test_lead_cycles_flag():
+    assert peer.parse_args(["--attention"]).lead_cycles is None
+    assert peer.parse_args(["--attention", "--lead-cycles", "0"]).lead_cycles == 0
+    for bad in ("-1", str((1 << 32) + 1), "1.5"):
+        with pytest.raises(SystemExit):
+            peer.parse_args(["--attention", "--lead-cycles", bad])
