@@ -489,9 +489,12 @@ class ColdStart:
     (torch.cuda._sleep, a one-thread clock64 spin like mla-bench's), then the flush (read_flush).
     The lead keeps the GPU busy while Python queues the flush, the start event and the call: without
     it, the time Python takes to launch the call after the 37 us flush lands inside the timed
-    region (48-92 us from the flush's launch to SDPA's return on an H200, docs/performance.md,
-    twenty-first session). The same count as mla-bench's run leaves the GPU the same idle time
-    before each call in both tools, which matters at the power cap."""
+    region (48-92 us, medians, from the flush's launch to SDPA's return on an H200,
+    docs/performance.md, twenty-first session); with it, so long as Python queues them within the
+    lead and the flush (about 140 us at the default count). Launches of a many-kernel peer queued
+    within that window also run without gaps between them. The same count as mla-bench's run
+    leaves the GPU about the same idle time before each call in both tools, which matters at the
+    power cap."""
 
     def __init__(self, buffer, lead_cycles):
         if lead_cycles and not hasattr(torch.cuda, "_sleep"):
@@ -933,13 +936,17 @@ def load_ours(path):
 def ours_lead_cycles(path):
     """The lead mla-bench ran with (its JSON context's mla_lead_cycles), or None where it names none
     (the host backend, or an mla-bench from before the lead)."""
-    value = json.loads(Path(path).read_text()).get("context", {}).get("mla_lead_cycles")
+    data = json.loads(Path(path).read_text())
+    context = data.get("context", {}) if isinstance(data, dict) else None
+    if not isinstance(context, dict):
+        raise ValueError(f"{path}: context: not an object (an mla-bench --benchmark_out JSON file has one)")
+    value = context.get("mla_lead_cycles")
     if value is None:
         return None
-    try:
-        cycles = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{path}: context/mla_lead_cycles: {value!r} is not a whole number") from None
+    # mla-bench writes the count as a string of digits (Google Benchmark's custom context).
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or not re.fullmatch(r"-?\d+", str(value)):
+        raise ValueError(f"{path}: context/mla_lead_cycles: {value!r} is not a whole number")
+    cycles = int(value)
     if not 0 <= cycles <= MAX_LEAD_CYCLES:
         raise ValueError(f"{path}: context/mla_lead_cycles: {cycles} is outside [0, {MAX_LEAD_CYCLES}]")
     return cycles
@@ -993,8 +1000,8 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
     if iters is None:
         repetitions, min_time_s = sweep_protocol(sweep, sweep_path, repetitions, min_time_s)
     ours = load_ours(ours_path) if ours_path else {}
-    lead_cycles, lead_note = resolve_lead(lead_cycles, ours_path)
     if device.type == "cuda":
+        lead_cycles, lead_note = resolve_lead(lead_cycles, ours_path)
         props = torch.cuda.get_device_properties(device)
         device_name = props.name
         l2 = getattr(props, "L2_cache_size", 0) or (64 << 20)
@@ -1118,7 +1125,8 @@ def parse_args(argv):
     ap.add_argument("--lead-cycles", type=int, default=None,
                     help="GPU: SM clock cycles one thread spins (torch.cuda._sleep) before each L2 flush, so "
                          "that the timed call is queued before the start event (0: none). Default: the "
-                         f"count --ours names (mla-bench's mla_lead_cycles), else mla-bench's {LEAD_CYCLES}")
+                         f"count --ours names (mla-bench's mla_lead_cycles), else mla-bench's default {LEAD_CYCLES} "
+                         "(the cache path has no --ours: give mla-bench's count when it ran with another)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--seed", type=int, default=20240901)
     ap.add_argument("--no-check", action="store_true", help="skip the check of --dump")
@@ -1172,6 +1180,8 @@ def main(argv=None):
         return 2
     if not args.no_timing and args.attention:
         try:
+            if args.ours:
+                resolve_lead(args.lead_cycles, args.ours)   # a malformed --ours: exit 2 before any timing
             summary["attention_timing"] = run_attention_timing(args.sweep, args.iters, args.warmup, args.filter,
                                                                args.seed, args.ours, args.timing_device,
                                                                args.repetitions, args.min_time, args.lead_cycles)

@@ -9,11 +9,12 @@
 //
 // The lead: before the read, one thread spins for `lead_cycles` SM clock cycles (clock64), so
 // that the CPU has queued the flush, the start event and the operation's launches before the GPU
-// reaches the start event: no launch latency inside the timed region, however slow the caller is
-// to launch (the idea of nvbench's blocking kernel, by a fixed spin instead of a host flag).
+// reaches the start event: no launch latency inside the timed region so long as the caller queues
+// them within the lead and the read (the idea of nvbench's blocking kernel, which waits for a host
+// flag instead: that guarantees it for any caller, but makes the idle time the caller's own).
 // scripts/peer_torch.py runs the same spin through torch.cuda._sleep (a one-thread clock64 spin
-// too) with the count mla-bench's JSON names, so that both tools leave the GPU the same idle time
-// before each call; at the power cap that idle time changes the clock the call then runs at
+// too) with the count mla-bench's JSON names, so that both tools leave the GPU about the same idle
+// time before each call; at the power cap that idle time changes the clock the call then runs at
 // (docs/benchmarks.md). Measured on an H200 (docs/performance.md, twenty-first session): the
 // PyTorch peer needs 48-92 us from the flush's launch to SDPA's return, the flush takes 37 us.
 #pragma once

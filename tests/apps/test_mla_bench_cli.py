@@ -36,6 +36,12 @@ def test_a_lead_outside_its_range_is_refused(value):
     assert "--lead-cycles" in r.stderr + r.stdout
 
 
+@pytest.mark.parametrize("value", ["0", "4294967296"])
+def test_a_lead_at_its_bounds_is_accepted(value):
+    r = run("--sweep", "quick", "--lead-cycles", value, "--benchmark_filter=^no benchmark$")
+    assert r.returncode == 0, r.stderr
+
+
 SCHEMA = '"schema": 1, "name": "t"'
 
 

@@ -453,6 +453,8 @@ def test_a_lead_without_torch_cuda_sleep_is_refused(monkeypatch):
 
 
 def test_the_default_lead_is_mla_benchs():
+    # The context key the peer reads is the one mla-bench writes.
+    assert 'AddCustomContext("mla_lead_cycles"' in (ROOT / "apps" / "mla_bench" / "main.cpp").read_text()
     header = (ROOT / "apps" / "mla_bench" / "l2_flush.h").read_text()
     default = re.search(r"kDefaultLeadCycles = (\d+);", header)
     maximum = re.search(r"kMaxLeadCycles = int64_t\{1\} << (\d+);", header)
@@ -481,11 +483,26 @@ def test_the_lead_comes_from_ours_unless_given(tmp_path):
 
 
 @pytest.mark.parametrize("value, problem", [("x", "not a whole number"), ("-1", "outside"),
-                                            (str((1 << 32) + 1), "outside")])
+                                            (str((1 << 32) + 1), "outside"), (200000.9, "not a whole number"),
+                                            (True, "not a whole number"), ("2e5", "not a whole number"),
+                                            ([1], "not a whole number")])
 def test_a_bad_lead_in_ours_is_named(tmp_path, value, problem):
     ours = ours_json(tmp_path, {"mla_lead_cycles": value})
     with pytest.raises(ValueError, match=f"ours.json: context/mla_lead_cycles: .*{problem}"):
         peer.resolve_lead(None, ours)
+    assert peer.resolve_lead(None, ours_json(tmp_path, {"mla_lead_cycles": 123})) == (123, None)
+
+
+@pytest.mark.parametrize("context", [None, [1, 2], "x"])
+def test_ours_without_a_context_object_is_named(tmp_path, context):
+    with pytest.raises(ValueError, match="ours.json: context: not an object"):
+        peer.resolve_lead(None, ours_json(tmp_path, context))
+
+
+def test_a_bad_lead_in_ours_stops_the_run_before_any_timing(tmp_path, capsys):
+    ours = ours_json(tmp_path, {"mla_lead_cycles": "-5"})
+    assert peer.main(["--attention", "--ours", str(ours)]) == 2
+    assert "context/mla_lead_cycles: -5 is outside" in capsys.readouterr().err
 
 
 def test_lead_cycles_flag():
