@@ -981,9 +981,10 @@ def sweep_protocol(sweep, sweep_path, repetitions=None, min_time_s=None):
 
 
 def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path, timing_device,
-                         repetitions=None, min_time_s=None, lead_cycles=None):
+                         repetitions=None, min_time_s=None, lead=(LEAD_CYCLES, None)):
     """iters None: each shape timed by mla-bench's protocol (time_like_sweep) on the sweep's
-    repetitions and min_time_s, or the ones given; else the median of `iters` calls."""
+    repetitions and min_time_s, or the ones given; else the median of `iters` calls. lead:
+    resolve_lead's (cycles, note), used on the GPU."""
     if timing_device == "auto":
         timing_device = "cuda" if torch.cuda.is_available() else None
     if timing_device is None:
@@ -1001,7 +1002,7 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
         repetitions, min_time_s = sweep_protocol(sweep, sweep_path, repetitions, min_time_s)
     ours = load_ours(ours_path) if ours_path else {}
     if device.type == "cuda":
-        lead_cycles, lead_note = resolve_lead(lead_cycles, ours_path)
+        lead_cycles, lead_note = lead
         props = torch.cuda.get_device_properties(device)
         device_name = props.name
         l2 = getattr(props, "L2_cache_size", 0) or (64 << 20)
@@ -1180,11 +1181,10 @@ def main(argv=None):
         return 2
     if not args.no_timing and args.attention:
         try:
-            if args.ours:
-                resolve_lead(args.lead_cycles, args.ours)   # a malformed --ours: exit 2 before any timing
+            lead = resolve_lead(args.lead_cycles, args.ours)   # a malformed --ours: exit 2 before any timing
             summary["attention_timing"] = run_attention_timing(args.sweep, args.iters, args.warmup, args.filter,
                                                                args.seed, args.ours, args.timing_device,
-                                                               args.repetitions, args.min_time, args.lead_cycles)
+                                                               args.repetitions, args.min_time, lead)
         except (DumpError, OSError, ValueError, KeyError) as e:
             print(f"peer_torch.py: {e}", file=sys.stderr)
             return 2
