@@ -1,18 +1,24 @@
 #!/usr/bin/env python3
-"""Session 27: the cache path's peer / ours speed-ups from call 3's mla-bench log (54 shapes; its
-bench.json was cut off at the 300 s limit) and call 4's bench-rest.json (the other 4), against
-call 4's peer_torch.json. Run from this folder: python3 cache_ratios.py > cache-ratios.txt"""
+"""Session 27: the cache path's peer / ours speed-ups from call 3's mla-bench JSON (54 shapes; cut
+off at the 300 s limit, see below) and call 4's bench-rest.json (the other 4), against call 4's
+peer_torch.json. Run from this folder: python3 cache_ratios.py > cache-ratios.txt"""
 import json
-import re
 
-ours = {}
-for line in open("call3/run_gpu/bench.log"):
-    m = re.match(r"^(\S+)/manual_time_median\s+([\d.]+) (us|ms)", line)
-    if m:
-        ours[m.group(1)] = float(m.group(2)) * (1000 if m.group(3) == "ms" else 1)
-for b in json.load(open("call4/bench-rest.json"))["benchmarks"]:
-    if b.get("aggregate_name") == "median":
-        ours[b["run_name"].replace("/manual_time", "")] = b["real_time"]
+
+def medians(benchmarks):
+    """Median rows' times in us (mla-bench writes every row in us)."""
+    rows = [b for b in benchmarks if b.get("aggregate_name") == "median"]
+    assert all(b["time_unit"] == "us" for b in rows)
+    return {b["run_name"].replace("/manual_time", ""): b["real_time"] for b in rows}
+
+
+# Call 3's bench.json stops after its 54th benchmark's last row (the process was killed before
+# Google Benchmark closed the array): every row in it is whole, only the closing "]}" is missing.
+cut = open("call3/run_gpu/bench.json").read().rstrip()
+assert cut.endswith("}"), "bench.json no longer ends after a whole row"
+ours = medians(json.loads(cut + "]}")["benchmarks"])
+assert len(ours) == 54, len(ours)
+ours.update(medians(json.load(open("call4/bench-rest.json"))["benchmarks"]))
 peer = {r["name"]: r["median_s"] * 1e6 for r in json.load(open("call4/peer_torch.json"))["timing"]["results"]}
 print(f"{'shape':44s} {'ours us':>10s} {'peer us':>10s} {'peer/ours':>9s}")
 speedups = {}
