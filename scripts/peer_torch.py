@@ -9,7 +9,10 @@
 (b) Timing: the same three operations on the shapes of an mla-bench sweep file (CUDA events;
     before every iteration, as in mla-bench, the lead (torch.cuda._sleep of --lead-cycles, default
     mla-bench's) and the L2 flushed by reading a buffer of twice the L2 size; median of
-    --iters >= 20), with mla-bench's byte models; printed, and written as JSON with --out.
+    --iters >= 20), with mla-bench's byte models; printed, and written as JSON with --out. On the
+    GPU each shape also counts its late calls (late_queue_calls; a note is printed when there are
+    any): the GPU had reached the start event before Python finished queueing the call, so
+    launch time may lie in the timed region; a longer --lead-cycles avoids them. So does (c).
 (c) --attention: timing of the two attention routes on the "attention" shapes of a sweep (default
     sweep: attention), by mla-bench's protocol (Google Benchmark's: a call count searched for in
     the first repetition until a batch of calls takes the sweep's min_time_s, the sweep's
@@ -501,11 +504,35 @@ class ColdStart:
             raise DumpError(f"this PyTorch ({torch.__version__}) has no torch.cuda._sleep for the lead; "
                             "--lead-cycles 0 times without one")
         self.buffer, self.lead_cycles = buffer, lead_cycles
+        self.calls = self.late = 0
 
     def __call__(self):
         if self.lead_cycles:
             torch.cuda._sleep(self.lead_cycles)
         read_flush(self.buffer)
+
+    def note_queued(self, started):
+        """After a timed call and its stop event are queued: started is whether the GPU had
+        already reached the start event (start.query()). If it had, the timed region began before
+        Python finished queueing the call, so part of its launching may lie inside it: the lead
+        and the flush were too short for this caller."""
+        self.calls += 1
+        self.late += bool(started)
+
+    def take_counts(self):
+        """(timed calls, late ones) since the last take; the counts start again from 0."""
+        counts = (self.calls, self.late)
+        self.calls = self.late = 0
+        return counts
+
+
+def late_queue_note(late, calls):
+    """The printed note for a shape whose timed region began, in `late` of `calls` calls, before
+    the call was queued (ColdStart.note_queued); None when it never did."""
+    if not late:
+        return None
+    return (f"in {late} of {calls} timed calls the GPU reached the start event before Python had queued "
+            f"the call: launch time may be inside the timed region (a longer --lead-cycles avoids it)")
 
 
 def lead_description(lead_cycles):
@@ -530,9 +557,10 @@ def guarded_timing(name, op, width, results, measure, also=()):
 
 def time_cuda(fn, flush, iters, warmup):
     """Per-iteration seconds: flush() (untimed: a ColdStart, the lead then the read; none where
-    flush is None), event, fn, event, synchronize. The flush reads its buffer (read_flush), as
-    mla-bench does: a written flush would leave dirty lines whose write-back lands in the timed
-    region (docs/benchmarks.md)."""
+    flush is None), event, fn, event, then whether the GPU already reached the start event
+    (flush.note_queued), synchronize. The flush reads its buffer (read_flush), as mla-bench does:
+    a written flush would leave dirty lines whose write-back lands in the timed region
+    (docs/benchmarks.md)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -544,6 +572,8 @@ def time_cuda(fn, flush, iters, warmup):
         start.record()
         fn()
         stop.record()
+        if flush is not None:
+            flush.note_queued(start.query())
         stop.synchronize()
         times.append(start.elapsed_time(stop) * 1e-3)
     return times
@@ -577,19 +607,24 @@ def run_timing(sweep_arg, iters, warmup, name_filter, seed, lead_cycles=LEAD_CYC
     for name, op, items, nbytes, setup in sweep_shapes(sweep):
         if name_filter and not re.search(name_filter, name):
             continue
+        flush.take_counts()   # a failed shape's calls are not the next one's
         times = guarded_timing(name, op, 40, results, lambda: time_cuda(setup(device, gen), flush, iters, warmup))
         if times is None:
             continue
         med = statistics.median(times)
+        _, late = flush.take_counts()
         entry = {
             "name": name, "op": op, "iterations": iters, "median_s": med, "min_s": min(times),
             "max_s": max(times), "bytes": nbytes, "items": items,
             "bytes_per_second": nbytes / med, "items_per_second": items / med,
-            "pct_of_copy_bw": 100.0 * nbytes / med / copy_bw,
+            "pct_of_copy_bw": 100.0 * nbytes / med / copy_bw, "late_queue_calls": late,
         }
         results.append(entry)
         print(f"  {name:<40} {med * 1e6:>11.2f} {entry['bytes_per_second'] / 1e9:>9.1f} "
               f"{entry['pct_of_copy_bw']:>7.1f} {entry['items_per_second']:>10.3g}")
+        note = late_queue_note(late, iters)
+        if note:
+            print(f"    note: {note}")
         torch.cuda.empty_cache()
     return {
         "device": props.name, "torch": torch.__version__, "cuda": torch.version.cuda, "sweep": str(sweep_path),
@@ -1050,11 +1085,14 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
             means, per_repetition, calls = time_like_sweep(fn, flush, repetitions, min_time_s, warmup, device)
             return means, (per_repetition, calls), flops, nbytes, mask
 
+        if flush is not None:
+            flush.take_counts()   # a failed shape's calls are not the next one's
         # RuntimeError too: e.g. no SDPA kernel for these dims on this device.
         timed = guarded_timing(name, op, width, results, measure, also=RuntimeError)
         if timed is None:
             continue
         times, (per_repetition, calls), flops, nbytes, mask = timed
+        late = flush.take_counts()[1] if flush is not None else None
         med = statistics.median(times)
         entry = {
             "name": name, "op": op, "iterations": per_repetition, "calls": calls, "median_s": med,
@@ -1064,6 +1102,8 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
         }
         if iters is None:
             entry["repetition_means_s"] = times
+        if late is not None:
+            entry["late_queue_calls"] = late   # of `calls` (ColdStart.note_queued)
         if mask is not None:
             entry["mask"] = mask   # dense: is_causal=True, causal_lower_right, explicit ... mask, none
         ours_s = ours.get(name)
@@ -1075,6 +1115,9 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
               f"{entry['pct_of_gemm_rate']:>7.1f} {entry['bytes_per_second'] / 1e9:>8.1f} {entry['pct_of_copy_bw']:>7.1f}"
               + (f" {ours_s * 1e6:>10.2f} {ours_s / med:>9.3f}" if ours_s else f" {'-':>10} {'-':>9}")
               + (f"  mask: {mask}" if mask is not None else ""))
+        note = late_queue_note(late, calls)
+        if note:
+            print(f"    note: {note}")
         if device.type == "cuda":
             torch.cuda.empty_cache()
     return {

@@ -398,9 +398,11 @@ def test_the_flush_reads_the_buffer_without_a_converted_copy():
     assert int(total) == (expected - (1 << 64) if expected >= 1 << 63 else expected)
 
 
-def fake_torch(calls, sleep=True):
+def fake_torch(calls, sleep=True, reached=()):
     """torch as time_cuda and ColdStart use it (cuda.Event, cuda.synchronize, cuda._sleep unless
-    sleep is False), recording the calls in order."""
+    sleep is False), recording the calls in order. An event's query() answers True on the calls
+    (counted from 0) that `reached` lists, else False."""
+    queries = []
 
     class Event:
         def __init__(self, enable_timing):
@@ -409,6 +411,11 @@ def fake_torch(calls, sleep=True):
 
         def record(self):
             calls.append(("record", self.name))
+
+        def query(self):
+            calls.append(("query", self.name))
+            queries.append(self.name)
+            return len(queries) - 1 in reached
 
         def synchronize(self):
             calls.append(("synchronize", self.name))
@@ -430,8 +437,27 @@ def test_each_timed_call_runs_after_the_lead_and_the_flush(monkeypatch):
     times = peer.time_cuda(lambda: calls.append(("fn",)), flush, 2, 1)
     assert times == [2e-3, 2e-3]
     one = [("sleep", 12345), ("view", "uint8", "int64"), ("sum", "int64", (), {}), ("record", "start"), ("fn",),
-           ("record", "stop"), ("synchronize", "stop"), ("elapsed", "start", "stop")]
+           ("record", "stop"), ("query", "start"), ("synchronize", "stop"), ("elapsed", "start", "stop")]
     assert calls == [("fn",), ("device synchronize",), ("Event", "start"), ("Event", "stop")] + one + one
+
+
+def test_a_call_whose_timed_region_began_before_it_was_queued_is_counted(monkeypatch):
+    # The start event is asked after the call and its stop event are queued: reached by then, the
+    # GPU waited for Python's launches inside the timed region.
+    calls = []
+    monkeypatch.setattr(peer, "torch", fake_torch(calls, reached=(1, 3)))
+    flush = peer.ColdStart(RecordingTensor(calls, "uint8"), 7)
+    peer.time_cuda(lambda: None, flush, 3, 0)
+    assert flush.take_counts() == (3, 1)
+    assert flush.take_counts() == (0, 0)   # taken: they start again
+    peer.time_cuda(lambda: None, flush, 2, 2)   # warm-up calls are not timed, nor counted
+    assert flush.take_counts() == (2, 1)
+
+
+def test_the_late_queue_note_names_the_count_and_the_remedy():
+    assert peer.late_queue_note(0, 50) is None
+    note = peer.late_queue_note(3, 50)
+    assert "in 3 of 50 timed calls" in note and "--lead-cycles" in note
 
 
 def test_no_lead_and_no_flush(monkeypatch):
