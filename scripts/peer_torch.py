@@ -12,7 +12,8 @@
     --iters >= 20), with mla-bench's byte models; printed, and written as JSON with --out. On the
     GPU each shape also counts its late calls (late_queue_calls; a note is printed when there are
     any): the GPU had reached the start event before Python finished queueing the call, so
-    launch time may lie in the timed region; a longer --lead-cycles avoids them. So does (c).
+    launch time may lie in the timed region; a longer --lead-cycles avoids them. (c) counts them
+    too.
 (c) --attention: timing of the two attention routes on the "attention" shapes of a sweep (default
     sweep: attention), by mla-bench's protocol (Google Benchmark's: a call count searched for in
     the first repetition until a batch of calls takes the sweep's min_time_s, the sweep's
@@ -497,7 +498,8 @@ class ColdStart:
     lead and the flush (about 140 us at the default count). Launches of a many-kernel peer queued
     within that window also run without gaps between them. The same count as mla-bench's run
     leaves the GPU about the same idle time before each call in both tools, which matters at the
-    power cap."""
+    power cap. It also counts the timed calls whose region began before Python had queued them
+    (note_queued, take_counts; time_cuda reports them)."""
 
     def __init__(self, buffer, lead_cycles):
         if lead_cycles and not hasattr(torch.cuda, "_sleep"):
@@ -515,7 +517,8 @@ class ColdStart:
         """After a timed call and its stop event are queued: started is whether the GPU had
         already reached the start event (start.query()). If it had, the timed region began before
         Python finished queueing the call, so part of its launching may lie inside it: the lead
-        and the flush were too short for this caller."""
+        and the flush may have been too short for this caller. (If it had not, the whole call was
+        queued before its region began: no launch gap is possible.)"""
         self.calls += 1
         self.late += bool(started)
 
@@ -526,11 +529,23 @@ class ColdStart:
         return counts
 
 
-def late_queue_note(late, calls):
-    """The printed note for a shape whose timed region began, in `late` of `calls` calls, before
-    the call was queued (ColdStart.note_queued); None when it never did."""
-    if not late:
+def counting_late_calls(flush, timing):
+    """timing() (a shape's guarded_timing) with flush's late-queue counts started afresh, so that
+    a shape that failed part-way leaves nothing to the next: (its result, (timed calls, late
+    ones)), or (its result, None) where flush is None (the CPU, or no flush)."""
+    if flush is None:
+        return timing(), None
+    flush.take_counts()
+    result = timing()
+    return result, flush.take_counts()
+
+
+def late_queue_note(counts):
+    """The note printed under a shape whose timed region began, in some of its calls, before the
+    call was queued (counts: counting_late_calls's); None when it never did."""
+    if not counts or not counts[1]:
         return None
+    calls, late = counts
     return (f"in {late} of {calls} timed calls the GPU reached the start event before Python had queued "
             f"the call: launch time may be inside the timed region (a longer --lead-cycles avoids it)")
 
@@ -607,22 +622,21 @@ def run_timing(sweep_arg, iters, warmup, name_filter, seed, lead_cycles=LEAD_CYC
     for name, op, items, nbytes, setup in sweep_shapes(sweep):
         if name_filter and not re.search(name_filter, name):
             continue
-        flush.take_counts()   # a failed shape's calls are not the next one's
-        times = guarded_timing(name, op, 40, results, lambda: time_cuda(setup(device, gen), flush, iters, warmup))
+        times, counts = counting_late_calls(
+            flush, lambda: guarded_timing(name, op, 40, results, lambda: time_cuda(setup(device, gen), flush, iters, warmup)))
         if times is None:
             continue
         med = statistics.median(times)
-        _, late = flush.take_counts()
         entry = {
             "name": name, "op": op, "iterations": iters, "median_s": med, "min_s": min(times),
             "max_s": max(times), "bytes": nbytes, "items": items,
             "bytes_per_second": nbytes / med, "items_per_second": items / med,
-            "pct_of_copy_bw": 100.0 * nbytes / med / copy_bw, "late_queue_calls": late,
+            "pct_of_copy_bw": 100.0 * nbytes / med / copy_bw, "late_queue_calls": counts[1],
         }
         results.append(entry)
         print(f"  {name:<40} {med * 1e6:>11.2f} {entry['bytes_per_second'] / 1e9:>9.1f} "
               f"{entry['pct_of_copy_bw']:>7.1f} {entry['items_per_second']:>10.3g}")
-        note = late_queue_note(late, iters)
+        note = late_queue_note(counts)
         if note:
             print(f"    note: {note}")
         torch.cuda.empty_cache()
@@ -1085,14 +1099,12 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
             means, per_repetition, calls = time_like_sweep(fn, flush, repetitions, min_time_s, warmup, device)
             return means, (per_repetition, calls), flops, nbytes, mask
 
-        if flush is not None:
-            flush.take_counts()   # a failed shape's calls are not the next one's
         # RuntimeError too: e.g. no SDPA kernel for these dims on this device.
-        timed = guarded_timing(name, op, width, results, measure, also=RuntimeError)
+        timed, counts = counting_late_calls(flush, lambda: guarded_timing(name, op, width, results, measure,
+                                                                          also=RuntimeError))
         if timed is None:
             continue
         times, (per_repetition, calls), flops, nbytes, mask = timed
-        late = flush.take_counts()[1] if flush is not None else None
         med = statistics.median(times)
         entry = {
             "name": name, "op": op, "iterations": per_repetition, "calls": calls, "median_s": med,
@@ -1102,8 +1114,8 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
         }
         if iters is None:
             entry["repetition_means_s"] = times
-        if late is not None:
-            entry["late_queue_calls"] = late   # of `calls` (ColdStart.note_queued)
+        if counts is not None:
+            entry["late_queue_calls"] = counts[1]   # of `calls`: every timed call, the search's too
         if mask is not None:
             entry["mask"] = mask   # dense: is_causal=True, causal_lower_right, explicit ... mask, none
         ours_s = ours.get(name)
@@ -1115,7 +1127,7 @@ def run_attention_timing(sweep_arg, iters, warmup, name_filter, seed, ours_path,
               f"{entry['pct_of_gemm_rate']:>7.1f} {entry['bytes_per_second'] / 1e9:>8.1f} {entry['pct_of_copy_bw']:>7.1f}"
               + (f" {ours_s * 1e6:>10.2f} {ours_s / med:>9.3f}" if ours_s else f" {'-':>10} {'-':>9}")
               + (f"  mask: {mask}" if mask is not None else ""))
-        note = late_queue_note(late, calls)
+        note = late_queue_note(counts)
         if note:
             print(f"    note: {note}")
         if device.type == "cuda":

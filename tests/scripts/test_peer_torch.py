@@ -454,9 +454,23 @@ def test_a_call_whose_timed_region_began_before_it_was_queued_is_counted(monkeyp
     assert flush.take_counts() == (2, 1)
 
 
+def test_a_shape_counts_only_its_own_late_calls(monkeypatch):
+    calls = []
+    monkeypatch.setattr(peer, "torch", fake_torch(calls, reached=(0, 1, 3)))
+    flush = peer.ColdStart(RecordingTensor(calls, "uint8"), 7)
+    peer.time_cuda(lambda: None, flush, 2, 0)   # a shape that failed part-way: both late, never taken
+
+    def timing():
+        peer.time_cuda(lambda: None, flush, 2, 0)   # the search and the repetitions add up
+        peer.time_cuda(lambda: None, flush, 3, 0)
+        return "times"
+    assert peer.counting_late_calls(flush, timing) == ("times", (5, 1))
+    assert peer.counting_late_calls(None, lambda: "cpu") == ("cpu", None)   # no flush: nothing counted
+
+
 def test_the_late_queue_note_names_the_count_and_the_remedy():
-    assert peer.late_queue_note(0, 50) is None
-    note = peer.late_queue_note(3, 50)
+    assert peer.late_queue_note(None) is None and peer.late_queue_note((50, 0)) is None
+    note = peer.late_queue_note((50, 3))
     assert "in 3 of 50 timed calls" in note and "--lead-cycles" in note
 
 
