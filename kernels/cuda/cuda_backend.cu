@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "kernels/cuda/attention_launchers.h"
-#include "kernels/cuda/cache_launchers.h"
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cache/cache_launchers.h"
+#include "kernels/cuda/common/cuda_check.h"
 
 namespace mla {
 namespace {

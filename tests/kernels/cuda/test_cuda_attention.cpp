@@ -37,7 +37,7 @@
 #include "kernels/common/ds_mla_entry.h"
 #include "kernels/cuda/attention_launchers.h"
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/dense_mha_wgmma.h"
+#include "kernels/cuda/dense_mha/dense_mha_wgmma.h"
 #include "kernels/host/host_kernels.h"
 #include "lib/rng.h"
 #include "lib/sparse_mqa_plan.h"

@@ -1,4 +1,4 @@
-#include "kernels/cuda/work_schedule.h"
+#include "kernels/cuda/dense_mha/work_schedule.h"
 
 #include <cstddef>
 #include <map>
@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/common/cuda_check.h"
 
 namespace mla {
 

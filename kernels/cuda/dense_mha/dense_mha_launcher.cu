@@ -48,12 +48,12 @@
 #include <string>
 
 #include "kernels/common/bf16.h"
-#include "kernels/common/dense_item_order.h"
-#include "kernels/cuda/attention_device.cuh"
+#include "kernels/cuda/dense_mha/dense_item_order.h"
+#include "kernels/cuda/common/attention_device.cuh"
 #include "kernels/cuda/attention_launchers.h"
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/dense_mha_args.h"
-#include "kernels/cuda/dense_mha_wgmma.h"
+#include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/dense_mha/dense_mha_args.h"
+#include "kernels/cuda/dense_mha/dense_mha_wgmma.h"
 
 #if !defined(MLA_HAVE_WGMMA)
 #define MLA_HAVE_WGMMA 0

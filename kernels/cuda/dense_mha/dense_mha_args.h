@@ -31,7 +31,7 @@ struct DenseArgs {
   float* lse;            // [total_q, H]
   int32_t q_tiles;       // query tiles per request in the grid
   int32_t num_reqs;      // requests (cu_q / cu_k have num_reqs + 1 entries)
-  int32_t tail_heads;    // wgmma: the items' order (kernels/common/dense_item_order.h); 0 head-major
+  int32_t tail_heads;    // wgmma: the items' order (kernels/cuda/dense_mha/dense_item_order.h); 0 head-major
   unsigned long long* work_counter;  // wgmma's dynamic schedule: [next item, CTAs done], zero at launch; else null
   long long* work_slots;             // wgmma's dynamic schedule: kWorkSlotWords per CTA; else null
 };

@@ -6,7 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/common/status.h"
-#include "kernels/cuda/sparse_mqa_device.cuh"
+#include "kernels/cuda/sparse_mqa/sparse_mqa_device.cuh"
 
 namespace mla::sparse_wgmma {
 

@@ -1,4 +1,4 @@
-#include "kernels/cuda/tensor_map.h"
+#include "kernels/cuda/common/tensor_map.h"
 
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>

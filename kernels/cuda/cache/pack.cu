@@ -23,11 +23,11 @@
 #include "kernels/common/ds_mla_entry.h"
 #include "kernels/common/fp8_e4m3.h"
 #include "kernels/common/scale_division.h"
-#include "kernels/cuda/cache_launchers.h"
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_io.cuh"
-#include "kernels/cuda/device_probe.h"
-#include "kernels/cuda/fp8_codec.cuh"
+#include "kernels/cuda/cache/cache_launchers.h"
+#include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/device_io.cuh"
+#include "kernels/cuda/common/device_probe.h"
+#include "kernels/cuda/common/fp8_codec.cuh"
 
 namespace mla {
 namespace {

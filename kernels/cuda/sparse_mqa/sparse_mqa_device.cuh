@@ -12,8 +12,8 @@
 #include "kernels/common/attention_params.h"
 #include "kernels/common/bf16.h"
 #include "kernels/common/ds_mla_entry.h"
-#include "kernels/cuda/attention_device.cuh"
-#include "kernels/cuda/fp8_codec.cuh"
+#include "kernels/cuda/common/attention_device.cuh"
+#include "kernels/cuda/common/fp8_codec.cuh"
 
 namespace mla::sparse_dev {
 

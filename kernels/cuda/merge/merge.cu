@@ -17,10 +17,10 @@
 
 #include "kernels/common/bf16.h"
 #include "kernels/common/online_softmax.h"
-#include "kernels/cuda/attention_device.cuh"
+#include "kernels/cuda/common/attention_device.cuh"
 #include "kernels/cuda/attention_launchers.h"
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_io.cuh"
+#include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/device_io.cuh"
 
 namespace mla {
 namespace {

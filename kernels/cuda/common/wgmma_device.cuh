@@ -48,7 +48,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/attention_device.cuh"
+#include "kernels/cuda/common/attention_device.cuh"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define MLA_WGMMA_ENABLED 1

@@ -13,7 +13,7 @@
 //
 // Work item = (request, 128-query tile, head; WorkItem: head-major, later query tiles of a request
 // first, the last heads tile-major where a causal mask makes the items' lengths vary:
-// kernels/common/dense_item_order.h); a CTA (384 threads) runs one item at a time. By default the
+// kernels/cuda/dense_mha/dense_item_order.h); a CTA (384 threads) runs one item at a time. By default the
 // grid is persistent, min(items, SMs) CTAs, each taking the next unclaimed item (nth_item);
 // MLA_DENSE_WGMMA_SCHEDULE=grid runs one CTA per item instead (looping over items only past the
 // grid's x limit or MLA_DENSE_WGMMA_MAX_CTAS).
@@ -76,7 +76,7 @@
 // FlashAttention-3 issue order with 64-key softmax steps, a named-barrier item hand-over, S
 // double-buffered, the epilogue through shared memory and TMA stores, mbarrier suspend-time
 // hints, 2-CTA clusters with K / V multicast): docs/performance.md and docs/ARCHITECTURE-NOTES.md.
-#include "kernels/cuda/dense_mha_wgmma.h"
+#include "kernels/cuda/dense_mha/dense_mha_wgmma.h"
 
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -89,13 +89,13 @@
 #include <type_traits>
 
 #include "kernels/common/attention_params.h"
-#include "kernels/common/dense_item_order.h"
-#include "kernels/cuda/attention_device.cuh"
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_probe.h"
-#include "kernels/cuda/tensor_map.h"
-#include "kernels/cuda/work_schedule.h"
-#include "kernels/cuda/wgmma_device.cuh"
+#include "kernels/cuda/dense_mha/dense_item_order.h"
+#include "kernels/cuda/common/attention_device.cuh"
+#include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/device_probe.h"
+#include "kernels/cuda/common/tensor_map.h"
+#include "kernels/cuda/dense_mha/work_schedule.h"
+#include "kernels/cuda/common/wgmma_device.cuh"
 
 namespace mla::dense_wgmma {
 namespace {
@@ -398,7 +398,7 @@ __device__ __forceinline__ void store_row_words(bf16_t* row, const uint32_t (&w)
 // One work item: a (request, 128-query tile, head), numbered tile-major within a request (later
 // query tiles first: the longest causal rows start first), then requests, then heads, except the
 // last a.tail_heads heads, numbered tile-major across their requests and heads
-// (kernels/common/dense_item_order.h). CTAs take items in this order (persistent: the next
+// (kernels/cuda/dense_mha/dense_item_order.h). CTAs take items in this order (persistent: the next
 // unclaimed one; grid: CTA c takes item c, and c + gridDim.x, ... past the grid's x limit), so
 // that the CTAs running at once share their heads' K / V in L2 and the last claims are short.
 struct WorkItem {

@@ -30,7 +30,7 @@
 //   + up to 1 KiB to align the base.
 // Descriptors: Q / K / P K-major (SBO 1024; k16 step kk: + 8 KiB * (kk / 4) + 32 B * (kk % 4));
 // V MN-major (SBO 1024 = next 8 keys, LBO 8 KiB = next 64 dims; k16 step kk: + 2 KiB * kk).
-#include "kernels/cuda/sparse_mqa_wgmma.h"
+#include "kernels/cuda/sparse_mqa/sparse_mqa_wgmma.h"
 
 #include <cuda_runtime.h>
 
@@ -38,10 +38,10 @@
 #include <cstdint>
 
 #include "kernels/common/ds_mla_entry.h"
-#include "kernels/cuda/attention_device.cuh"
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_probe.h"
-#include "kernels/cuda/wgmma_device.cuh"
+#include "kernels/cuda/common/attention_device.cuh"
+#include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/device_probe.h"
+#include "kernels/cuda/common/wgmma_device.cuh"
 
 namespace mla::sparse_wgmma {
 namespace {

@@ -19,9 +19,9 @@
 #include <type_traits>
 
 #include "kernels/common/index_math.h"
-#include "kernels/cuda/cache_launchers.h"
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_io.cuh"
+#include "kernels/cuda/cache/cache_launchers.h"
+#include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/device_io.cuh"
 
 namespace mla {
 namespace {

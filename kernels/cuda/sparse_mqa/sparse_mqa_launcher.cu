@@ -52,13 +52,13 @@
 
 #include "kernels/common/bf16.h"
 #include "kernels/common/ds_mla_entry.h"
-#include "kernels/cuda/attention_device.cuh"
+#include "kernels/cuda/common/attention_device.cuh"
 #include "kernels/cuda/attention_launchers.h"
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_io.cuh"
-#include "kernels/cuda/fp8_codec.cuh"
-#include "kernels/cuda/sparse_mqa_device.cuh"
-#include "kernels/cuda/sparse_mqa_wgmma.h"
+#include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/device_io.cuh"
+#include "kernels/cuda/common/fp8_codec.cuh"
+#include "kernels/cuda/sparse_mqa/sparse_mqa_device.cuh"
+#include "kernels/cuda/sparse_mqa/sparse_mqa_wgmma.h"
 
 #if !defined(MLA_HAVE_WGMMA)
 #define MLA_HAVE_WGMMA 0

@@ -23,10 +23,10 @@
 #include "kernels/common/bf16.h"
 #include "kernels/common/ds_mla_entry.h"
 #include "kernels/common/index_math.h"
-#include "kernels/cuda/cache_launchers.h"
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_io.cuh"
-#include "kernels/cuda/fp8_codec.cuh"
+#include "kernels/cuda/cache/cache_launchers.h"
+#include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/device_io.cuh"
+#include "kernels/cuda/common/fp8_codec.cuh"
 
 namespace mla {
 namespace {

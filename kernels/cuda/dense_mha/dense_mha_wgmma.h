@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "kernels/common/status.h"
-#include "kernels/cuda/dense_mha_args.h"
+#include "kernels/cuda/dense_mha/dense_mha_args.h"
 
 namespace mla::dense_wgmma {
 

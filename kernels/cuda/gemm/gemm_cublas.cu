@@ -19,7 +19,7 @@
 #include <utility>
 
 #include "kernels/cuda/attention_launchers.h"
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/common/cuda_check.h"
 
 namespace mla {
 namespace {
