@@ -1,5 +1,6 @@
-// Top-k index conversion (SPEC 3): request-local token positions -> global cache slots or
-// prefill-workspace rows, -1 for anything invalid, columns in place, optional valid counts.
+// Top-k index conversion (docs/semantics.md §3): request-local token positions -> global cache
+// slots or prefill-workspace rows, -1 for anything invalid, columns in place, optional valid
+// counts.
 // Exactly the host backend's convert (kernels/host/host_convert.cpp), element for element.
 //
 // Work split: a group of threads_per_row threads (a power of two in [32, 256], sized to topk and
@@ -13,7 +14,8 @@
 // device values validate() cannot see. req_id is range-checked before it selects a block-table
 // row, prefill_req before it selects a workspace start, and the logical block before it selects
 // a column (topk_to_slot), so no value can make the kernel read out of bounds. Row count is
-// indices_rows, which validate() has made equal to the length of req_id (SPEC 6.1).
+// indices_rows, which validate() has made equal to the length of req_id (docs/semantics.md
+// §6.1).
 #include <climits>
 #include <string>
 #include <type_traits>

@@ -1,5 +1,6 @@
-// Gather + upconvert (SPEC 2) and the flat-FP8 misreading (failure mode 2 of SPEC 6). Bit for bit
-// the host backend's gathers (kernels/host/host_gather.cpp), NaN payloads aside.
+// Gather + upconvert (docs/semantics.md §2) and the flat-FP8 misreading (failure mode 2 of
+// docs/semantics.md §6). Bit for bit the host backend's gathers (kernels/host/host_gather.cpp),
+// NaN payloads aside.
 //
 // Row mapping (both readers): r = gather_row_owner(workspace_starts, num_reqs, o), p = o - ws[r] +
 // seq_starts[r], phys = block_table[r][p / B], entry = base + phys * page_stride + (p % B) *
@@ -12,11 +13,14 @@
 // are at most kGatherStagedReqs requests (one round trip; the owner search then runs in shared
 // memory instead of one dependent global load per step). It takes kGatherRowsPerBlock
 // consecutive rows per step. First one thread per row resolves the row's source (the searches and
-// table loads of all rows run side by side) into shared memory; then each warp converts its kGatherRowsPerWarp rows, issuing the loads
-// of kGatherRowsInFlight rows before converting any of them. Within a row, lane l handles the
+// table loads of all rows run side by side) into shared memory; then each warp converts its
+// kGatherRowsPerWarp rows, issuing the loads of kGatherRowsInFlight rows before converting any of
+// them. One step per block, which beats a persistent grid for this kernel: a step's work is a
+// dependent chain (request search, block table, then the loads). Within a row, lane l handles the
 // 8-byte chunks l, l + 32 (and l + 64 for the flat reader's 72 chunks): every load and store
 // instruction of the warp covers 256 contiguous source bytes / 512 contiguous output bytes.
-//   fp8_ds_mla: chunk c is FP8 bytes [8c, 8c + 8) of tile c / 16; every lane copies 4 of the 128 RoPE bytes.
+//   fp8_ds_mla: chunk c is FP8 bytes [8c, 8c + 8) of tile c / 16; every lane copies 4 of the 128
+//               RoPE bytes.
 //   flat FP8:   chunk c is bytes [8c, 8c + 8) of the 576, all with the one global scale.
 // Dequantization is bf16_rne(e4m3_to_f32(b) * scale) with one IEEE multiply (__fmul_rn: never
 // contracted into an FMA); the conversions run two at a time (fp8_codec.cuh), same bits.

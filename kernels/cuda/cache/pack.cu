@@ -1,8 +1,10 @@
-// Pack (SPEC 1.1): kv_c [N, 512] and k_pe [N, 64] bf16 rows -> 656-byte fp8_ds_mla entries at
-// slot_mapping[i]. Bit for bit the host backend's pack (kernels/host/host_pack.cpp).
+// Pack (docs/semantics.md §1.1): kv_c [N, 512] and k_pe [N, 64] bf16 rows -> 656-byte fp8_ds_mla
+// entries at slot_mapping[i]. Bit for bit the host backend's pack (kernels/host/host_pack.cpp).
 //
-// Work split: one warp per token, one token per warp step, the next step's loads issued before
-// this step's work (pack_kernel). Lane l owns elements [16 l, 16 l + 16) of kv_c, which lie in
+// Work split: one warp per token, one token per warp step, on a persistent grid (as many blocks as
+// fit at once, fewer when the tokens need fewer); each warp issues the next step's loads before it
+// quantizes this step's token (pack_kernel): the pack's loads do not depend on its work, so they
+// stay in flight while it computes. Lane l owns elements [16 l, 16 l + 16) of kv_c, which lie in
 // tile l / 8, so the per-tile amax is a max over the 8 lanes of a group (3 xor shuffles). Lane l
 // writes entry bytes [16 l, 16 l + 16) with one 16-byte store; lanes 0, 8, 16, 24 write the four
 // scales; lanes 0..7 copy the 128 RoPE bytes, 16 each.
@@ -141,7 +143,7 @@ __device__ __forceinline__ void load_step(const PackArgs& a, int64_t tok0, int l
 // takes the steps at tokens kPackTokensPerWarp w, + step, ... and issues the next step's loads
 // before it quantizes this step's tokens, so that its loads stay in flight while it computes (the
 // pack's arithmetic, ~200 instructions per token and lane, otherwise delays each warp's next
-// loads: one step per warp of two tokens, over a grid of one block per 16 tokens, reached 76-85 %
+// loads: one step per warp of two tokens, over a grid of one block per 16 tokens, reaches 76-85 %
 // of the copy rate at 64k tokens, this 89 %; docs/performance.md).
 template <bool kVecIn, bool kVecOut>
 __global__ void __launch_bounds__(kPackThreads) pack_kernel(const PackArgs a) {

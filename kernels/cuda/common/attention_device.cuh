@@ -1,4 +1,4 @@
-// Device building blocks of the attention kernels (sparse_mqa_kernel.cu, dense_mha_kernel.cu):
+// Device building blocks of the attention kernels (kernels/cuda/sparse_mqa/, dense_mha/):
 // warp-level bf16 tensor-core MMA (mma.sync m16n8k16, fp32 accumulate), ldmatrix, cp.async with
 // zero fill, and the XOR swizzle of shared-memory rows. sm_80+ instructions; the project builds for
 // sm_90.
@@ -76,15 +76,15 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   return r;
 }
 
-// The final row of an attention output (SPEC 4): out = acc / l with an IEEE division, 0 when no
-// key was visible (l == 0); lse = m + ln l, -inf when no key was visible.
+// The final row of an attention output (docs/semantics.md §4): out = acc / l with an IEEE
+// division, 0 when no key was visible (l == 0); lse = m + ln l, -inf when no key was visible.
 __device__ __forceinline__ float normalize(float acc, float l) { return l == 0.0f ? 0.0f : __fdiv_rn(acc, l); }
 __device__ __forceinline__ float row_lse(float m, float l) { return l == 0.0f ? -INFINITY : m + logf(l); }
 
-// The online softmax's running row max (SPEC 4): m = max(m, tile_max); returns the factor
-// exp(m_old - m_new) that rescales l and the accumulators, exactly 1 when m did not change. (When it
-// changes, m_new > m_old >= -inf, so m_new is not -inf; the factor is 0 after a row's first valid
-// tile.)
+// The online softmax's running row max (docs/semantics.md §4): m = max(m, tile_max); returns the
+// factor exp(m_old - m_new) that rescales l and the accumulators, exactly 1 when m did not change.
+// (When it changes, m_new > m_old >= -inf, so m_new is not -inf; the factor is 0 after a row's
+// first valid tile.)
 // exp_of(d) computes the factor from d = m_old - m_new (< 0, or -inf); the overload without it uses
 // expf.
 template <typename ExpOf>

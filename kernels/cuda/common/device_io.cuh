@@ -1,5 +1,5 @@
 // 16-byte global-memory access with a scalar fallback, and grid sizing, for the cache-path
-// kernels (pack_kernel.cu, gather_kernel.cu).
+// kernels (cache/pack.cu, cache/gather.cu) and the attention launchers.
 //
 // Contract of the vector variants (kVec = true): the address is aligned to the access size. The launchers
 // check every pointer and stride before choosing them; the scalar variants (kVec = false) need
@@ -27,7 +27,8 @@ inline unsigned grid_blocks(int64_t items, int items_per_block) {
   return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
 }
 
-inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+inline bool aligned_to(const void* p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; }
+inline bool aligned16(const void* p) { return aligned_to(p, 16); }
 
 // --- loads: 16 bytes as a uint4 (little-endian: byte i of memory is byte i % 4 of word i / 4) ---
 

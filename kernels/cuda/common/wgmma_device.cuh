@@ -1,5 +1,5 @@
-// Hopper (sm_90a) building blocks of the wgmma attention kernels (dense_mha_wgmma_kernel.cu,
-// sparse_mqa_wgmma_kernel.cu): warpgroup MMA (wgmma.mma_async) with shared-memory matrix
+// Hopper (sm_90a) building blocks of the wgmma attention kernels (dense_mha/dense_mha_wgmma.cu,
+// sparse_mqa/sparse_mqa_wgmma.cu): warpgroup MMA (wgmma.mma_async) with shared-memory matrix
 // descriptors, mbarriers, TMA tensor loads, register reallocation (setmaxnreg), cp.async with
 // zero fill and the async-proxy fences.
 //

@@ -1,4 +1,4 @@
-// The order in which the dense `wgmma` kernel takes its work items (dense_mha_wgmma_kernel.cu's
+// The order in which the dense `wgmma` kernel takes its work items (dense_mha_wgmma.cu's
 // work_item), and the host's choice of that order for a problem. An item is (request, 128-query
 // tile, head); the persistent grid's CTAs claim items in index order, each the next unclaimed one.
 //
@@ -12,10 +12,10 @@
 // Why only a tail: head-major keeps each head's K / V hot in L2 while its query tiles run, but
 // under a causal mask the last head's longest items would be claimed when the other CTAs are
 // about to run out of work: with few heads or long rows that tail is most of the difference to a
-// balanced schedule (16 heads at causal 4k: 13 % of the time, docs/performance.md, nineteenth
-// session). Tile-major order everywhere would keep many heads' K / V in L2 at once and cost up to
-// 2 % where the items are of one length (same session); the tail keeps only its `tail_heads`
-// heads' K / V (of every request) in L2 at once.
+// balanced schedule (16 heads at causal 4k: 13 % of the time, docs/performance.md). Tile-major
+// order everywhere would keep many heads' K / V in L2 at once and costs up to 2 % where the items
+// are of one length; the tail keeps only its `tail_heads` heads' K / V (of every request) in L2 at
+// once. The order changes which CTA runs an item, never the item's bits.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // The dense MHA kernels' view of DenseMhaParams (kernels/common/attention_params.h): the same
 // pointers and strides, device copies of cu_seqlens, and the number of query tiles per request
-// that the launcher sized the grid with. Shared by dense_mha_kernel.cu (simple, tc) and
-// dense_mha_wgmma_kernel.cu (wgmma).
+// that the launcher sized the grid with. Shared by the launcher and the three
+// implementations (dense_mha_simple.cu, dense_mha_tc.cu, dense_mha_wgmma.cu).
 #pragma once
 
 #include <cstdint>

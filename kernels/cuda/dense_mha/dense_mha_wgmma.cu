@@ -1,66 +1,71 @@
-// Dense MHA (SPEC 4.2) for Hopper, `wgmma` implementation: FlashAttention-3-style forward with
-// warpgroup MMA, TMA loads, warp specialisation and register reallocation. Built only for sm_90a
-// (kernels/CMakeLists.txt); launch_dense_mha (dense_mha_kernel.cu) chooses it. Semantics are those
-// of the host's dense_mha with one online-softmax step per 128-key tile (kSoftmaxStepKeys; the host
-// backend, `simple` and `tc` step per 64 keys), to fp32 accumulation order, exp's last bits
-// (softmax_tile_masked) and out's last bit (a reciprocal per row instead of a division per value:
-// at most 1 bf16 ulp, in rare values): m, the bf16 rounding of P and l follow that host algorithm
-// step by step (DenseMhaMatchesHost). Both step sizes compute the same softmax; they differ by where
-// P is rounded to bf16 (relative to the 64- or the 128-key max), well within SPEC 8's tolerances
-// against the reference. 128-key steps let the whole P_{t-1} V run under the softmax of S_t,
-// without the wait and O rescale between its halves that 64-key steps need (1-5 % faster on every
-// dense shape, docs/performance.md, sixteenth session).
+// Dense MHA over a varlen batch (docs/semantics.md §4.2) for Hopper, `wgmma` implementation, the
+// default on compute capability 9.0: a FlashAttention-3-style forward with warpgroup MMA, TMA
+// loads, warp specialisation and register reallocation. Built only for sm_90a
+// (kernels/CMakeLists.txt); launch_dense_mha (dense_mha_launcher.cu) chooses it.
+//
+// Semantics: the host's dense_mha with one online-softmax step per 128-key tile
+// (kSoftmaxStepKeys; the host backend, `simple` and `tc` step per 64 keys), to fp32 accumulation
+// order, exp's last bits (softmax_tile_masked) and out's last bit (a reciprocal per row instead of
+// a division per value: at most 1 bf16 ulp, in rare values): m, the bf16 rounding of P and l
+// follow that host algorithm step by step (DenseMhaMatchesHost). Both step sizes compute the same
+// softmax; they differ in where P is rounded to bf16 (against the 64- or the 128-key running max),
+// well within the tolerances of docs/semantics.md §8. The 128-key step is what lets the whole
+// P_{t-1} V run under the softmax of S_t: 64-key steps need an O rescale, and so a wait, between
+// the two halves of P V, which puts P V on the critical path (the 128-key step takes 0.95-0.99x
+// the time on every dense shape, docs/performance.md).
 //
 // Work item = (request, 128-query tile, head; WorkItem: head-major, later query tiles of a request
 // first, the last heads tile-major where a causal mask makes the items' lengths vary:
-// kernels/cuda/dense_mha/dense_item_order.h); a CTA (384 threads) runs one item at a time. By default the
-// grid is persistent, min(items, SMs) CTAs, each taking the next unclaimed item (nth_item);
-// MLA_DENSE_WGMMA_SCHEDULE=grid runs one CTA per item instead (looping over items only past the
-// grid's x limit or MLA_DENSE_WGMMA_MAX_CTAS).
-//   warpgroup 0, producer (setmaxnreg 24; its loop spills a few item fields to local memory,
-//     reloaded per tile, not per barrier poll: its warp index comes through __shfl_sync, which
-//     keeps its stage and barrier addresses in uniform registers; 1.2-2.9 % faster on the short
-//     shapes, docs/performance.md, nineteenth session): warp
-//     0 / 1 load the K tiles of stage 0 / 1, warp 2 / 3 the V tiles of stage 0 / 1; warp 0 also
-//     loads Q, and its lane 0 fetches the CTA's next item and publishes it resolved to the other
-//     warps (nth_item). Per tile, after the stage's empty mbarrier:
+// dense_item_order.h); a CTA (384 threads) runs one item at a time. By default the grid is
+// persistent, min(items, SMs) CTAs, each taking the next unclaimed item (nth_item), so that a CTA
+// loads its next item's Q and first key tiles while it finishes the current one; the
+// DenseWgmmaSchedule kGrid runs one CTA per item instead (looping over items only past the grid's
+// x limit or the policy's CTA cap).
+//   warpgroup 0, producer (setmaxnreg 24): warp 0 / 1 load the K tiles of stage 0 / 1, warp 2 / 3
+//     the V tiles of stage 0 / 1; warp 0 also loads Q, and its lane 0 fetches the CTA's next item
+//     and publishes it resolved to the other warps (nth_item). Its warp index comes through
+//     __shfl_sync, which keeps its stage and barrier addresses in uniform registers (in its 24
+//     registers they would spill and be reloaded at every barrier poll); the few item fields that
+//     still spill are reloaded per tile, not per poll. Per tile, after the stage's empty mbarrier:
 //     a whole tile is a TMA box per 64-column block (lane 0: arrive.expect_tx on the full
 //     mbarrier, then the boxes; the other lanes arrive); a request's partial last tile is 16-byte
 //     cp.async, zero-filled past its keys (each lane: wait for its copies, fence.proxy.async,
-//     arrive). Q: TMA boxes on the q_full mbarrier (rows past the request are the next request's
-//     rows or zeros, computed and never stored; rows are independent in S, softmax and P V).
+//     arrive), because the next request's keys there could hold Inf / NaN and 0 * Inf would reach
+//     O. Q: TMA boxes on the q_full mbarrier (rows past the request are the next request's rows or
+//     zeros, computed and never stored; rows are independent in S, softmax and P V).
 //   warpgroups 1, 2, consumers (setmaxnreg 240: Q's 48 registers beside O, S and P; at 232 ptxas
-//     serializes the wgmma, C7512): query rows 0..63 / 64..127 of the tile. After
-//     q_full, per key tile t:
+//     serializes the wgmma, C7512): query rows 0..63 / 64..127 of the tile. After q_full, per key
+//     tile t:
 //       issue  S_t = Q K_t^T                        12 x wgmma m64n128k16, A = Q from registers
 //                                                     (load_q), B = K from shared memory (K-major)
 //       issue  O += P_{t-1} V_{t-1}                 8 x wgmma m64n128k16, A = P from registers,
 //                                                     B = V from shared memory (MN-major, transposed)
 //       wait for S_t (release K_t's stage); softmax of S_t while that P V runs;
 //       wait for it (release V_{t-1}'s stage); O *= factor of tile t; P_t = bf16(p).
-//     (The FlashAttention-3 order. With 64-key softmax steps, S_t ran between the two P V halves,
-//     whose O rescale waited for the first: 1-5 % slower.)
 //     A warpgroup's last tile is narrow where none of its rows sees that tile's keys 64..127 (on
 //     the causal diagonal one warpgroup of each full query tile: the first where (nk - nq) mod 128
 //     is 0 or 65..127, the second where it is 1..64; unmasked, a request's last 1..64 keys): S
 //     over its first 64 keys (m64n64, issue_qk<32>), the softmax over those 32 scores per thread,
 //     P V over 4 k16 steps. The keys left out would be masked, p = 0, adding exactly nothing to l
 //     and O for finite V (an Inf / NaN in V at such a key no longer reaches O as 0 * Inf; the host
-//     skips masked keys altogether).
-//     (2.1-2.4 % faster at 8 x 512 queries, level elsewhere: docs/performance.md, eighteenth
-//     session.)
+//     skips masked keys altogether). The narrow tile is its own step with its own 32-float S
+//     array: issued inside the loop's tile step, it makes ptxas serialize the wgmma (C7515).
 //     Each warp copies its Q rows into registers after q_full and releases the buffer at once
 //     (q_empty), so the producer loads the next item's Q while this item runs.
 //   Online softmax per row on the S accumulators (4 lanes share a row: quad shuffles), in fp32,
-//   p = 2^(s scale log2 e - m log2 e) and the rescale factors by ex2.approx, masked (causal
-//   and past the request's keys) only on the halves that need it; l sums the fp32 p (per thread,
-//   the quad's partials summed at the item's end); O's rescale is skipped where every factor of
-//   the warp is 1.
+//   p = 2^(s scale log2 e - m log2 e) and the rescale factors by ex2.approx (one FFMA and one
+//   MUFU.EX2 per score: the exp's instruction count is what the tensor cores wait for), masked
+//   (causal and past the request's keys) only on the halves that need it; l sums the fp32 p (per
+//   thread, the quad's partials summed at the item's end); O's rescale is skipped where every
+//   factor of the warp is 1.
 //   out = bf16(O r), r = 1 / l rounded once per row (within an fp32 ulp of the host's division
 //   before the bf16 rounding), in 16-byte stores after a quad transpose (store_row_words); lse = m
 //   + logf(l); no visible key: 0 and -inf. The next item's published work item is read during the
 //   epilogue (start_read, finish_read). A warpgroup whose rows need fewer key tiles than the CTA's
 //   other one waits for and releases the rest without computing.
+// Deadlock hazard for any reordering of the consumers' reads of published items: a warpgroup must
+// hand back the key tiles it does not see before it waits for the next item, because the fetching
+// warp publishes that item only after issuing the current item's last K tile.
 //
 // Shared memory (dynamic, 214,128 bytes, one CTA per SM), every tile in 128-byte-swizzled column
 // blocks of [128 rows][64 bf16] = 16 KiB, the layout of TMA's 128-byte swizzle (descriptors:
@@ -68,15 +73,13 @@
 //   Q [128][192] 3 blocks | K[2] [128 keys][192] 3 blocks each | V[2] [128 keys][128] 2 blocks each |
 //   14 mbarriers (k_full, k_empty, v_full, v_empty per stage; q_full, q_empty; sched_full,
 //   sched_empty per item slot) | + up to 1 KiB to align the base.
+// A third K / V stage does not fit beside Q (208 of 227 KiB).
 // Descriptors: K K-major (SBO 1024, LBO unused = 16; k16 step kk: + 16 KiB * (kk / 4) +
 // 32 B * (kk % 4)); V MN-major (SBO 1024 = next 8 keys, LBO 16 KiB = next 64 value columns;
 // k16 step kk: + 2 KiB * kk).
 //
-// Figures, profiles and the variants tried (ping-pong, a static persistent grid, the
-// FlashAttention-3 issue order with 64-key softmax steps, a named-barrier item hand-over, S
-// double-buffered, the epilogue through shared memory and TMA stores, mbarrier suspend-time
-// hints, 2-CTA clusters with K / V multicast): docs/performance.md and docs/ARCHITECTURE-NOTES.md.
-#include "kernels/cuda/dense_mha/dense_mha_wgmma.h"
+// Figures and profiles: docs/performance.md.
+#include "kernels/cuda/dense_mha/dense_mha_impls.h"
 
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -84,7 +87,6 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -100,10 +102,6 @@
 namespace mla::dense_wgmma {
 namespace {
 
-constexpr int kDn = kNopeHeadDim;               // 128
-constexpr int kDq = kQkHeadDim;                 // 192
-constexpr int kDr = kQkHeadDim - kNopeHeadDim;  // 64
-constexpr int kDv = kVHeadDim;                  // 128
 constexpr int kRows = kRowsPerCta;              // 128 queries per CTA
 constexpr int kKeys = 128;                      // keys per tile (loads, S = Q K^T)
 constexpr float kLog2e = 1.4426950408889634f;
@@ -112,8 +110,8 @@ constexpr int kThreads = 128 * (1 + kConsumerWgs);
 constexpr int kProducerRegs = 24;
 constexpr int kConsumerRegs = 240;
 constexpr int kBlockBytes = 128 * 128;  // one swizzled column block: 128 rows x 128 bytes
-constexpr int kQBytes = (kDq / 64) * kBlockBytes;
-constexpr int kKBytes = (kDq / 64) * kBlockBytes;
+constexpr int kQBytes = (kDqk / 64) * kBlockBytes;
+constexpr int kKBytes = (kDqk / 64) * kBlockBytes;
 constexpr int kVBytes = (kDv / 64) * kBlockBytes;
 constexpr int kOffQ = 0;
 constexpr int kOffK = kOffQ + kQBytes;
@@ -218,7 +216,7 @@ template <int kE>
 __device__ __forceinline__ void issue_qk(float (&s)[kE], const uint32_t (&q)[48], uint64_t k_desc) {
   static_assert(kE == 64 || kE == 32, "a whole or a narrow tile");
 #pragma unroll
-  for (int kk = 0; kk < kDq / 16; ++kk) {
+  for (int kk = 0; kk < kDqk / 16; ++kk) {
     const uint64_t step = static_cast<uint64_t>(((kk / 4) * kBlockBytes + (kk % 4) * 32) >> 4);
     if constexpr (kE == 64) {
       wgmma::wgmma_m64n128k16_rs(s, q[4 * kk], q[4 * kk + 1], q[4 * kk + 2], q[4 * kk + 3], k_desc + step, kk > 0 ? 1 : 0);
@@ -234,7 +232,7 @@ __device__ __forceinline__ void issue_qk(float (&s)[kE], const uint32_t (&q)[48]
 __device__ __forceinline__ void load_q(uint32_t (&q)[48], uint32_t q_base, int first_row, int lane) {
   const int row = first_row + lane % 16;
 #pragma unroll
-  for (int kk = 0; kk < kDq / 16; ++kk) {
+  for (int kk = 0; kk < kDqk / 16; ++kk) {
     const int col = 16 * kk + 8 * (lane / 16);
     uint32_t r[4];
     attn_dev::ldmatrix_x4(r, q_base + (col / 64) * kBlockBytes + swz(row, (col % 64) / 8));
@@ -261,10 +259,10 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[32]
 // i >= 8 (half 1; the halves matter only for the masks). On return s holds the fp32 p (masked
 // keys: 0), m is the host's after the step, and factor = exp(m_old - m_new) (1 when m is
 // unchanged), by which O is multiplied before P V adds this tile.
-//   l: this thread's partial row sums (its 32 keys of the 128; 16 of 64 with kE = 32), rescaled by the row's factor; the
-//   quad's four partials are summed once per item, before the epilogue, instead of per tile (two
-//   shuffle rounds off every tile's softmax chain: 0.5-3 % faster, docs/performance.md). l's fp32 sum
-//   runs in another order than the host's.
+//   l: this thread's partial row sums (its 32 keys of the 128; 16 of 64 with kE = 32), rescaled by
+//   the row's factor; the quad's four partials are summed once per item, before the epilogue,
+//   instead of per tile (two shuffle rounds off every tile's softmax chain: 0.5-3 % faster,
+//   docs/performance.md). l's fp32 sum runs in another order than the host's.
 //   Scale: the maxima are taken over the unscaled scores and then scaled (scale > 0, validated:
 //   rounding is monotonic, so this is the host's max of the scaled scores), and the scale folds into
 //   the exp's FMA: p = 2^(s (scale log2 e) - m log2 e), one FFMA and one MUFU.EX2 per score.
@@ -304,8 +302,9 @@ __device__ __forceinline__ void softmax_tile_masked(float (&s)[kE], float (&m)[2
   }
   float ref2[2];  // [row]: m log2 e after the step
   // The rescale factors by ex2.approx as well (2^((m_old - m_new) log2 e); -inf -> +0, subnormal
-  // factors flushed to 0): expf's range reduction sat on the softmax's critical path, which is what
-  // a key tile waits for (1.6-4.6 % faster than expf on every dense shape, docs/performance.md).
+  // factors flushed to 0): expf's range reduction sits on the softmax's critical path, which is
+  // what a key tile waits for (1.6-4.6 % faster than expf on every dense shape,
+  // docs/performance.md).
   const auto exp_of = [](float d) { return wgmma::ex2_approx(d * kLog2e); };
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -493,8 +492,8 @@ __device__ __forceinline__ ItemView finish_read(const PublishedItem& p, uint32_t
 // Launches that share the counters and slots must not overlap (launch(): one state per stream).
 //   Why global memory: racecheck does not follow mbarrier synchronization of generic
 // shared-memory accesses and reported a slot in shared memory as a hazard, whether written by the
-// fetching thread or by a bulk copy that completes sched_full (the latter measured ~1 % faster on
-// the short shapes than this; docs/performance.md).
+// fetching thread or by a bulk copy that completes sched_full (the latter is ~1 % faster on the
+// short shapes; docs/performance.md).
 //   The CTA's terminating fetch (an index past the last item) also counts it in work_counter[1];
 // the last CTA to count resets both counters to 0 for the next launch (every CTA has made its last
 // atomicAdd on work_counter[0] by then: the fence orders it before the count).
@@ -945,7 +944,7 @@ bool runs_on(int device) {
   return answer.get(device);
 }
 
-Status launch(const DenseArgs& args, Debug debug, Schedule schedule, cudaStream_t stream) {
+Status launch(const DenseArgs& args, Debug debug, Schedule schedule, int64_t max_ctas_cap, cudaStream_t stream) {
   WorkSchedule sched;
   const int64_t items = static_cast<int64_t>(args.q_tiles) * args.num_reqs * args.num_heads;
   if (items == 0) return Status();
@@ -954,19 +953,13 @@ Status launch(const DenseArgs& args, Debug debug, Schedule schedule, cudaStream_
   }
   TmaMaps maps;
   MLA_RETURN_IF_ERROR(make_maps(args, &maps));
-  // Persistent: min(items, SMs, MLA_DENSE_WGMMA_MAX_CTAS) CTAs, each taking the next unclaimed item
+  // Persistent: min(items, SMs, max_ctas_cap) CTAs, each taking the next unclaimed item
   // (nth_item), so that a CTA loads its next item's Q and first key tiles while it finishes the
-  // current one. Measured against one CTA per item: faster on every dense shape of the attention
-  // sweep (docs/performance.md). A static persistent schedule (items c, c + 132, ...) was slower
-  // than either (the CTAs drift apart over heads and lose K / V's L2 reuse).
-  // Schedule::kGrid: one CTA per item instead (past the grid's x limit, CTAs loop).
-  // MLA_DENSE_WGMMA_MAX_CTAS (tests) caps the CTAs so that the loop over items runs on small
-  // problems. The Debug kernels always run the grid.
+  // current one. Schedule::kGrid: one CTA per item instead (past the grid's x limit, CTAs loop).
+  // max_ctas_cap (a test hook) makes the loop over items run on small problems. The Debug kernels
+  // always run the grid.
   int64_t max_ctas = INT_MAX;
-  if (const char* cap = std::getenv("MLA_DENSE_WGMMA_MAX_CTAS")) {
-    const long v = std::strtol(cap, nullptr, 10);
-    if (v > 0 && v < max_ctas) max_ctas = v;
-  }
+  if (max_ctas_cap > 0 && max_ctas_cap < max_ctas) max_ctas = max_ctas_cap;
   const bool dynamic = debug == Debug::kNone && schedule == Schedule::kPersistent;
   if (dynamic) {
     int device = 0, sms = 0;

@@ -1,6 +1,6 @@
 // Device state of a persistent kernel's dynamic schedule: an item counter, a count of CTAs done, and
 // item slots per CTA through which a CTA's fetching warp hands each resolved work item to its other
-// warps (dense_mha_wgmma_kernel.cu's nth_item). Host-only.
+// warps (dense_mha_wgmma.cu's nth_item). Host-only.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -18,7 +18,7 @@
 #include <string>
 #include <utility>
 
-#include "kernels/cuda/attention_launchers.h"
+#include "kernels/cuda/gemm/gemm_launcher.h"
 #include "kernels/cuda/common/cuda_check.h"
 
 namespace mla {

@@ -1,6 +1,6 @@
-// The two-way LSE merge (SPEC 4.2), the host merge (kernels/host/host_merge.cpp) element for
-// element: NaN and +inf LSEs are treated as -inf; with m = max(lse_a, lse_b), wa = exp(lse_a - m),
-// wb = exp(lse_b - m): out = bf16((wa a + wb b) / (wa + wb)) where a side of weight 0 adds nothing
+// The two-way LSE merge (docs/semantics.md §4.2), the host merge (kernels/host/host_merge.cpp)
+// element for element: NaN and +inf LSEs are treated as -inf; with m = max(lse_a, lse_b),
+// wa = exp(lse_a - m), wb = exp(lse_b - m): out = bf16((wa a + wb b) / (wa + wb)) where a side of weight 0 adds nothing
 // (its values are never multiplied, so a NaN row there does not leak), lse = m + ln(wa + wb); both
 // -inf: out = out_a, lse = -inf. The products and sums are single IEEE operations in the host's
 // order (__fmul_rn / __fadd_rn: never contracted into an FMA), so the results differ from the
@@ -18,7 +18,7 @@
 #include "kernels/common/bf16.h"
 #include "kernels/common/online_softmax.h"
 #include "kernels/cuda/common/attention_device.cuh"
-#include "kernels/cuda/attention_launchers.h"
+#include "kernels/cuda/merge/merge_launcher.h"
 #include "kernels/cuda/common/cuda_check.h"
 #include "kernels/cuda/common/device_io.cuh"
 

@@ -1,6 +1,6 @@
-// The device side of sparse MQA shared by its kernels (sparse_mqa_kernel.cu: simple, tc, combine;
-// sparse_mqa_wgmma_kernel.cu): the argument block, the slot -> entry address math, the
-// dequantization bit-identical to the gather (SPEC 1.2), and the staging of Q and of key tiles that
+// The device side of sparse MQA shared by its kernels (sparse_mqa_simple.cu, sparse_mqa_tc.cu,
+// sparse_mqa_wgmma.cu, sparse_mqa_combine.cu): the argument block, the slot -> entry address math, the
+// dequantization bit-identical to the gather (docs/semantics.md §1.2), and the staging of Q and of key tiles that
 // the tensor-core kernels share.
 #pragma once
 
@@ -14,15 +14,13 @@
 #include "kernels/common/ds_mla_entry.h"
 #include "kernels/cuda/common/attention_device.cuh"
 #include "kernels/cuda/common/fp8_codec.cuh"
+#include "kernels/cuda/sparse_mqa/sparse_mqa_config.h"
 
 namespace mla::sparse_dev {
 
 using attn_dev::kFullMask;
 
-constexpr int kDl = DsMlaEntry::kLatentDims;  // 576
-constexpr int kDc = DsMlaEntry::kNopeDims;    // 512
 constexpr int kEntryBytes = DsMlaEntry::kBytes;
-constexpr int kTile = 64;                      // top-k columns per tile
 
 struct SparseArgs {
   const bf16_t* q_nope;  // [T, H, 512] with strides
@@ -58,7 +56,7 @@ __device__ __forceinline__ bool slot_valid(const SparseArgs& a, int32_t slot) {
 }
 
 // 8 FP8 bytes (two words, byte i of the pair = element i) times `scale` -> 8 bf16 as a uint4:
-// SPEC 1.2 with the gather's conversions (fp8_codec.cuh), bit for bit.
+// docs/semantics.md §1.2 with the gather's conversions (fp8_codec.cuh), bit for bit.
 __device__ __forceinline__ uint4 dequant8(uint32_t w0, uint32_t w1, float scale) {
   const float2 f0 = cuda_codec::e4m3x2_to_f32x2(w0);
   const float2 f1 = cuda_codec::e4m3x2_to_f32x2(w0 >> 16);
@@ -93,11 +91,9 @@ __device__ __forceinline__ CtaWork cta_work(const SparseArgs& a, int heads) {
   return w;
 }
 
-// --- the staging steps of the tensor-core kernels (`tc` and `wgmma`: 8 warps, 64 heads and
-// 64-entry tiles per CTA). `Offset` maps (row, 16-byte chunk) of a Q / K tile to its byte offset
-// (each kernel's shared-memory layout).
-constexpr int kStageWarps = 8;
-constexpr int kStageHeads = 64;
+// --- the staging steps of the tensor-core kernels (`tc` and `wgmma`: kStageWarps warps,
+// kStageHeads heads and kTile-entry tiles per CTA, sparse_mqa_config.h). `Offset` maps (row,
+// 16-byte chunk) of a Q / K tile to its byte offset (each kernel's shared-memory layout).
 
 // Lanes 0..7 of warp w: the slot of entry 8 w + lane of tile `tile` of columns [kb, ke) (-1 past
 // the range and on lanes >= 8).
@@ -155,7 +151,7 @@ __device__ __forceinline__ void load_q_tile(const SparseArgs& a, int64_t t, int 
   }
 }
 
-// The raw tile at `raw` -> bf16 keys in the tile at `k` (SPEC 1.2, the gather's bits; RoPE copied).
+// The raw tile at `raw` -> bf16 keys in the tile at `k` (docs/semantics.md §1.2, the gather's bits; RoPE copied).
 // Entry e = warp + 8 j; a lane dequantizes chunks lane and lane + 32 (8 values each). All
 // kStageWarps warps.
 template <class Offset>

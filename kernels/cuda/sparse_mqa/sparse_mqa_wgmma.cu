@@ -1,8 +1,9 @@
-// Sparse MQA over the fp8_ds_mla cache (SPEC 4.1) for Hopper, `wgmma` implementation: the `tc`
-// kernel's algorithm and tiles (sparse_mqa_kernel.cu; semantics there) with both matrix products
-// on warpgroup MMA, which reads its operands straight from shared memory (the `tc` kernel's
-// ldmatrix traffic made its score product shared-memory bound). Built only for sm_90a
-// (kernels/CMakeLists.txt); launch_sparse_mqa chooses it.
+// Sparse MQA over the fp8_ds_mla cache (docs/semantics.md §4.1) for Hopper, `wgmma`
+// implementation, the default on compute capability 9.0: the `tc` kernel's algorithm, tiles and
+// barriers (sparse_mqa_tc.cu; semantics in sparse_mqa_simple.cu) with both matrix products on
+// warpgroup MMA, which reads its operands straight from shared memory (the `tc` kernel's ldmatrix
+// traffic makes its score product shared-memory bound; this kernel is 1.2x `tc` on every sparse
+// shape). Built only for sm_90a (kernels/CMakeLists.txt); launch_sparse_mqa chooses it.
 //
 // CTA = 256 threads (warpgroups 0 and 1) per (work item, 64 heads), one CTA per SM. Per 64-column
 // tile:
@@ -30,7 +31,13 @@
 //   + up to 1 KiB to align the base.
 // Descriptors: Q / K / P K-major (SBO 1024; k16 step kk: + 8 KiB * (kk / 4) + 32 B * (kk % 4));
 // V MN-major (SBO 1024 = next 8 keys, LBO 8 KiB = next 64 dims; k16 step kk: + 2 KiB * kk).
-#include "kernels/cuda/sparse_mqa/sparse_mqa_wgmma.h"
+//
+// Where its time goes: the dequantize, S, softmax and P V phases of a tile run one after the other
+// (two warps per scheduler; latency-bound at FlashMLA's decode shape: issue 47 %, memory 50 %).
+// Overlapping them needs the next tile dequantized into a second K buffer while this tile's wgmma
+// run, which fits beside Q (72 KB) and two K tiles (2 x 72 KB) only with the raw entries staged in
+// registers instead of shared memory.
+#include "kernels/cuda/sparse_mqa/sparse_mqa_impls.h"
 
 #include <cuda_runtime.h>
 
@@ -49,7 +56,7 @@ namespace {
 using namespace sparse_dev;  // NOLINT: this file's kernel is the header's user
 
 constexpr int kThreads = 256;
-constexpr int kHeads = kHeadsPerCta;
+constexpr int kHeads = kWgmmaHeads;
 constexpr int kBlockBytes = 64 * 128;  // one swizzled column block: 64 rows x 64 bf16
 constexpr int kBlocks = kDl / 64;      // 9 column blocks per Q / K row (8 nope + 1 RoPE)
 constexpr int kOffQ = 0;
