@@ -12,6 +12,7 @@
 #include "kernels/common/attention_params.h"
 #include "kernels/common/cache_params.h"
 #include "kernels/common/status.h"
+#include "kernels/kernel_policy.h"
 
 namespace mla {
 
@@ -19,9 +20,12 @@ struct BackendInfo {
   std::string name;         // "host" or "cuda"
   std::string device;       // e.g. "NVIDIA H200 (sm_90, 132 SMs)" or the host CPU
   std::string runtime;      // e.g. "CUDA runtime 13.0, driver 13.0"; empty on host
-  // The attention implementations the backend's launchers use for aligned inputs, e.g.
-  // "sparse_mqa=wgmma dense_mha=wgmma" (kernels/cuda/attention_launchers.h), or "error: ..." when
-  // an MLA_*_IMPL variable has a value no launcher knows; empty on host.
+  // The CUDA backend's kernel policy as its launchers apply it on its device (describe() in
+  // kernels/kernel_policy.h): sparse_mqa / dense_mha name the implementations that run for aligned
+  // inputs, followed by sparse_mqa_requested / dense_mha_requested where a fallback replaces the
+  // policy's choice, e.g. "sparse_mqa=wgmma dense_mha=wgmma dense_wgmma_schedule=persistent
+  // dense_wgmma_debug=off dense_wgmma_max_ctas=none sync_each=0"; "error: ..." when the device
+  // cannot be asked; empty on host.
   std::string kernels;
 };
 
@@ -38,13 +42,13 @@ class Backend {
   virtual Status copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
   virtual Status synchronize() = 0;
 
-  // Cache path (SPEC sections 1-3).
+  // Cache path (docs/semantics.md §1-§3).
   virtual Status pack(const PackParams& p) = 0;
   virtual Status gather(const GatherParams& p) = 0;
   virtual Status gather_flat_fp8(const FlatFp8GatherParams& p) = 0;
   virtual Status convert(const ConvertParams& p) = 0;
 
-  // Attention (SPEC 4). A backend without an operation keeps the default, which says so; the
+  // Attention (docs/semantics.md §4). A backend without an operation keeps the default, which says so; the
   // checks that need it end in SKIP with that message.
   virtual Status gemm(const GemmParams& p) { return unsupported(p, "gemm"); }
   virtual Status sparse_mqa(const SparseMqaParams& p) { return unsupported(p, "sparse_mqa"); }
@@ -64,7 +68,8 @@ std::unique_ptr<Backend> make_host_backend();
 // True when this build has the CUDA backend and a CUDA device is usable. Initialises the CUDA
 // runtime in the calling process: call it in a child process when the parent will fork later.
 bool cuda_backend_available(std::string* why_not);
-// nullptr with *error set when unavailable.
-std::unique_ptr<Backend> make_cuda_backend(std::string* error);
+// A CUDA backend on the calling thread's current device whose launchers follow `policy`; nullptr
+// with *error set when unavailable.
+std::unique_ptr<Backend> make_cuda_backend(const KernelPolicy& policy, std::string* error);
 
 }  // namespace mla

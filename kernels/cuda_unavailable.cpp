@@ -8,7 +8,7 @@ bool cuda_backend_available(std::string* why_not) {
   return false;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(std::string* error) {
+std::unique_ptr<Backend> make_cuda_backend(const KernelPolicy&, std::string* error) {
   cuda_backend_available(error);
   return nullptr;
 }

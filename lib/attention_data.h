@@ -6,13 +6,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/common/mla_dims.h"
 #include "lib/batch.h"
 #include "lib/checks/check_context.h"
 #include "lib/scenario.h"
 
 namespace mla {
-
-inline constexpr int kDc = 512, kDr = 64, kDn = 128, kDv = 128, kDl = 576;
 
 struct AttentionData {
   int32_t heads = 0;

@@ -18,7 +18,7 @@ std::string info_to_json(const BackendInfo& i) {
   return nlohmann::json{{"name", i.name}, {"device", i.device}, {"runtime", i.runtime}, {"kernels", i.kernels}}.dump();
 }
 
-BackendProbe probe_in_process(BackendChoice choice) {
+BackendProbe probe_in_process(BackendChoice choice, const KernelPolicy& kernels) {
   BackendProbe p;
   std::string why;
   std::string name = "host";
@@ -30,7 +30,7 @@ BackendProbe probe_in_process(BackendChoice choice) {
       return p;
     }
   }
-  auto b = make_backend(name, &p.error);
+  auto b = make_backend(name, kernels, &p.error);
   if (!b) return p;
   p.info = b->info();
   p.ok = true;
@@ -39,18 +39,18 @@ BackendProbe probe_in_process(BackendChoice choice) {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_backend(const std::string& name, std::string* error) {
+std::unique_ptr<Backend> make_backend(const std::string& name, const KernelPolicy& kernels, std::string* error) {
   if (name == "host") return make_host_backend();
-  if (name == "cuda") return make_cuda_backend(error);
+  if (name == "cuda") return make_cuda_backend(kernels, error);
   if (error) *error = "unknown backend '" + name + "'";
   return nullptr;
 }
 
-BackendProbe probe_backend(BackendChoice choice, bool isolate) {
-  if (!isolate) return probe_in_process(choice);
+BackendProbe probe_backend(BackendChoice choice, const KernelPolicy& kernels, bool isolate) {
+  if (!isolate) return probe_in_process(choice, kernels);
   const ChildOutcome c = run_in_child(
       [&](const ChildEmit& emit) {
-        const BackendProbe p = probe_in_process(choice);
+        const BackendProbe p = probe_in_process(choice, kernels);
         emit(nlohmann::json{{"ok", p.ok}, {"error", p.error}, {"info", nlohmann::json::parse(info_to_json(p.info))}}
                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       },
@@ -81,7 +81,7 @@ namespace {
 ScenarioResult run_here(const SuiteOptions& opt, const Scenario& s,
                         const std::function<void(const CheckResult&)>& on_check) {
   std::string err;
-  auto backend = make_backend(opt.backend, &err);
+  auto backend = make_backend(opt.backend, opt.kernels, &err);
   if (!backend) {
     ScenarioResult r;
     r.name = s.name;

@@ -26,15 +26,18 @@ struct BackendProbe {
   std::string error;  // why the requested backend cannot run
 };
 
-// Resolves auto (cuda when a device is usable, else host) and reports the chosen backend's info.
-BackendProbe probe_backend(BackendChoice choice, bool isolate);
+// Resolves auto (cuda when a device is usable, else host) and reports the chosen backend's info
+// (a CUDA backend's made with `kernels`).
+BackendProbe probe_backend(BackendChoice choice, const KernelPolicy& kernels, bool isolate);
 
-// Creates the backend named by info.name ("host" or "cuda") in this process.
-std::unique_ptr<Backend> make_backend(const std::string& name, std::string* error);
+// Creates the backend named by info.name ("host" or "cuda") in this process; `kernels` is the CUDA
+// backend's policy (the host backend has none).
+std::unique_ptr<Backend> make_backend(const std::string& name, const KernelPolicy& kernels, std::string* error);
 
 struct SuiteOptions {
   std::vector<Scenario> scenarios;  // loaded and validated
   std::string backend;              // "host" or "cuda" (after probe_backend)
+  KernelPolicy kernels;             // the CUDA backend's (the one given to probe_backend)
   Injection injection = Injection::kNone;
   bool isolate = true;
   double timeout_s = 900.0;         // per scenario, with isolation, from its own process's start

@@ -462,18 +462,18 @@ Status prepare_dense(Backend& b, const DenseMhaShape& sh, std::unique_ptr<Prepar
   // N(0, 0.1^2) latents by N(0, 0.1^2) weights). q [N, H, 192], k [nk, H, 192] (k_pe shared by
   // the heads), v [nk, H, 128]: with self-attention (N == nk) drawn in the same order as always.
   {
-    std::vector<bf16_t> x(static_cast<size_t>(N * H * kNopeHeadDim));
+    std::vector<bf16_t> x(static_cast<size_t>(N * H * kDn));
     fill_uniform_bf16(x, rng, 1.0f);
     check_alloc(p->q_nope.upload(b, x));
-    x.assign(static_cast<size_t>(nk * H * kNopeHeadDim), 0);
+    x.assign(static_cast<size_t>(nk * H * kDn), 0);
     fill_uniform_bf16(x, rng, 0.4f);
     check_alloc(p->k_nope.upload(b, x));
     fill_uniform_bf16(x, rng, 0.4f);
     check_alloc(p->v.upload(b, x));
-    x.assign(static_cast<size_t>(N * H * (kQkHeadDim - kNopeHeadDim)), 0);
+    x.assign(static_cast<size_t>(N * H * kDr), 0);
     fill_uniform_bf16(x, rng, 1.0f);
     check_alloc(p->q_pe.upload(b, x));
-    x.assign(static_cast<size_t>(nk * (kQkHeadDim - kNopeHeadDim)), 0);
+    x.assign(static_cast<size_t>(nk * kDr), 0);
     fill_uniform_bf16(x, rng, 0.4f);
     check_alloc(p->k_pe.upload(b, x));
   }
@@ -485,20 +485,20 @@ Status prepare_dense(Backend& b, const DenseMhaShape& sh, std::unique_ptr<Prepar
   }
   check_alloc(p->cu_q.upload(b, p->cu_q_host));
   check_alloc(p->cu_k.upload(b, p->cu_k_host));
-  check_alloc(p->out.allocate(b, static_cast<size_t>(N * H * kVHeadDim) * sizeof(bf16_t)));
+  check_alloc(p->out.allocate(b, static_cast<size_t>(N * H * kDv) * sizeof(bf16_t)));
   check_alloc(p->lse.allocate(b, static_cast<size_t>(N * H) * sizeof(float)));
 
   DenseMhaParams& d = p->params;
   d.q_nope = p->q_nope.as<bf16_t>();
-  d.q_nope_stride = int64_t{H} * kNopeHeadDim;
+  d.q_nope_stride = int64_t{H} * kDn;
   d.q_pe = p->q_pe.as<bf16_t>();
-  d.q_pe_stride = int64_t{H} * (kQkHeadDim - kNopeHeadDim);
+  d.q_pe_stride = int64_t{H} * kDr;
   d.k_nope = p->k_nope.as<bf16_t>();
-  d.k_nope_stride = int64_t{H} * kNopeHeadDim;
+  d.k_nope_stride = int64_t{H} * kDn;
   d.k_pe = p->k_pe.as<bf16_t>();
-  d.k_pe_stride = kQkHeadDim - kNopeHeadDim;
+  d.k_pe_stride = kDr;
   d.v = p->v.as<bf16_t>();
-  d.v_stride = int64_t{H} * kVHeadDim;
+  d.v_stride = int64_t{H} * kDv;
   d.cu_seqlens_q = p->cu_q.as<int32_t>();
   d.cu_seqlens_k = p->cu_k.as<int32_t>();
   d.cu_seqlens_q_host = p->cu_q_host.data();

@@ -6,7 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/common/cuda_check.h"
 #endif
 
 namespace mla::bench {

@@ -27,6 +27,7 @@
 #include "apps/mla_bench/roofline.h"
 #include "apps/mla_bench/sweep.h"
 #include "kernels/backend.h"
+#include "lib/kernel_policy_env.h"
 #include "lib/report.h"
 
 namespace {
@@ -252,10 +253,17 @@ int run(int argc, char** argv) {
 
   std::unique_ptr<Backend> backend;
   {
+    // The CUDA backend's kernel policy (MLA_* variables), read once; info.kernels (the context's
+    // mla_kernels) records it as the backend applies it.
+    KernelPolicy kernels;
+    if (const Status s = kernel_policy_from_environment(&kernels); !s.ok()) {
+      std::fprintf(stderr, "mla-bench: %s\n", s.message().c_str());
+      return kExitUsage;
+    }
     std::string why;
     const bool want_cuda = backend_name == "cuda" || (backend_name == "auto" && cuda_backend_available(&why));
     if (want_cuda) {
-      backend = make_cuda_backend(&why);
+      backend = make_cuda_backend(kernels, &why);
       if (!backend) {
         std::fprintf(stderr, "mla-bench: --backend %s: the CUDA backend is not available: %s\n",
                      backend_name.c_str(), why.c_str());

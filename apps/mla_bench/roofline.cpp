@@ -8,7 +8,7 @@
 #if defined(MLA_HAVE_CUDA)
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/common/cuda_check.h"
 #endif
 
 namespace mla::bench {

@@ -17,6 +17,7 @@
 #include <CLI/CLI.hpp>
 
 #include "lib/injection.h"
+#include "lib/kernel_policy_env.h"
 #include "lib/report.h"
 #include "lib/scenario.h"
 #include "lib/suite_runner.h"
@@ -239,8 +240,15 @@ int run(int argc, char** argv) {
   const BackendChoice choice = backend_name == "cuda" ? BackendChoice::kCuda
                                : backend_name == "host" ? BackendChoice::kHost
                                                         : BackendChoice::kAuto;
+  // The CUDA backend's kernel policy (MLA_* variables), read once: the probe and every scenario
+  // process make their backend with it, and the report records it as the probe's backend applies it.
+  KernelPolicy kernels;
+  if (const Status s = kernel_policy_from_environment(&kernels); !s.ok()) {
+    std::fprintf(stderr, "mla-check: %s\n", s.message().c_str());
+    return kExitUsage;
+  }
   const auto t0 = std::chrono::steady_clock::now();
-  const BackendProbe probe = probe_backend(choice, !no_isolate);
+  const BackendProbe probe = probe_backend(choice, kernels, !no_isolate);
   if (!probe.ok) {
     std::fprintf(stderr, "mla-check: %s\n", probe.error.c_str());
     return choice == BackendChoice::kCuda ? kExitUsage : kExitRuntime;
@@ -250,6 +258,7 @@ int run(int argc, char** argv) {
   SuiteOptions opt;
   opt.scenarios = std::move(scenarios);
   opt.backend = probe.info.name;
+  opt.kernels = kernels;
   opt.injection = *injection;
   opt.isolate = !no_isolate;
   opt.timeout_s = timeout_s;

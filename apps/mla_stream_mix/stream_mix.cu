@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(256, 4) mix_blocks_paged_gl(const uint8_t* __r
   }
 }
 
-// The paged mix in the committed pack's shape (kernels/cuda/pack_kernel.cu): a persistent grid, a
+// The paged mix in the committed pack's shape (kernels/cuda/cache/pack.cu): a persistent grid, a
 // warp per row and step, the next step's page-table load and row loads issued before this step's
 // row is stored.
 __global__ void __launch_bounds__(256) mix_pipe_paged(const uint4* __restrict__ src, const int* __restrict__ page_of,

@@ -2,7 +2,7 @@
 // host can see: pointer presence, counts, dims, strides against the widths used, scale, and the
 // host copies of cu_seqlens. What lives only in device memory (indices, the work items, the
 // split offsets) is not checked: the kernels skip out-of-range cache indices and trust the
-// metadata (failure mode 4 of SPEC 6 is a wrong but well-formed plan, which validation cannot
+// metadata (failure mode 4 of docs/semantics.md §6 is a wrong but well-formed plan, which validation cannot
 // see). Every message names the struct and the field and says what was wrong.
 #include "kernels/common/attention_params.h"
 
@@ -122,7 +122,6 @@ Status GemmParams::validate() const {
 
 Status SparseMqaParams::validate() const {
   constexpr const char* what = "SparseMqaParams";
-  constexpr int kDc = DsMlaEntry::kNopeDims, kDr = DsMlaEntry::kRopeDims;
   MLA_RETURN_IF_ERROR(require_non_negative(what, "num_tokens", num_tokens));
   MLA_RETURN_IF_ERROR(require_positive(what, "num_heads", num_heads));
   MLA_RETURN_IF_ERROR(require_positive(what, "topk", topk));
@@ -146,11 +145,12 @@ Status SparseMqaParams::validate() const {
   MLA_RETURN_IF_ERROR(require_pointer(what, "partial_out", partial_out, "metadata.num_partials", md.num_partials));
   MLA_RETURN_IF_ERROR(require_pointer(what, "partial_lse", partial_lse, "metadata.num_partials", md.num_partials));
   if (md.num_tokens_planned != num_tokens) {
-    // SPEC 6.4: a plan built for the full batch while q holds the decode rows sends its work items
-    // to (num_tokens_planned - num_tokens) token rows past the end of q, indices, out_lat and lse.
+    // docs/semantics.md §6.4: a plan built for the full batch while q holds the decode rows sends its
+    // work items to (num_tokens_planned - num_tokens) token rows past the end of q, indices, out_lat
+    // and lse.
     return fail(what, ": metadata.num_tokens_planned is ", md.num_tokens_planned, " but num_tokens is ", num_tokens,
-                " (scheduler metadata built for another token count, the out-of-bounds bug of SPEC 6.4; the"
-                " work partition must be planned for exactly the tokens passed)");
+                " (scheduler metadata built for another token count, the out-of-bounds bug of docs/semantics.md"
+                " §6.4; the work partition must be planned for exactly the tokens passed)");
   }
 
   if (num_tokens == 0 && md.num_items > 0) {
@@ -167,17 +167,16 @@ Status SparseMqaParams::validate() const {
 
 Status DenseMhaParams::validate() const {
   constexpr const char* what = "DenseMhaParams";
-  constexpr int kDr = kQkHeadDim - kNopeHeadDim;
   MLA_RETURN_IF_ERROR(require_non_negative(what, "num_reqs", num_reqs));
   MLA_RETURN_IF_ERROR(require_positive(what, "num_heads", num_heads));
   MLA_RETURN_IF_ERROR(require_non_negative(what, "total_q", total_q));
   MLA_RETURN_IF_ERROR(require_non_negative(what, "total_k", total_k));
   const int64_t h = num_heads;
-  MLA_RETURN_IF_ERROR(require_stride(what, "q_nope_stride", q_nope_stride, "num_heads x 128", h * kNopeHeadDim));
+  MLA_RETURN_IF_ERROR(require_stride(what, "q_nope_stride", q_nope_stride, "num_heads x 128", h * kDn));
   MLA_RETURN_IF_ERROR(require_stride(what, "q_pe_stride", q_pe_stride, "num_heads x 64", h * kDr));
-  MLA_RETURN_IF_ERROR(require_stride(what, "k_nope_stride", k_nope_stride, "num_heads x 128", h * kNopeHeadDim));
+  MLA_RETURN_IF_ERROR(require_stride(what, "k_nope_stride", k_nope_stride, "num_heads x 128", h * kDn));
   MLA_RETURN_IF_ERROR(require_stride(what, "k_pe_stride", k_pe_stride, "the k_pe width", kDr));
-  MLA_RETURN_IF_ERROR(require_stride(what, "v_stride", v_stride, "num_heads x 128", h * kVHeadDim));
+  MLA_RETURN_IF_ERROR(require_stride(what, "v_stride", v_stride, "num_heads x 128", h * kDv));
   MLA_RETURN_IF_ERROR(require_scale(what, scale));
   MLA_RETURN_IF_ERROR(require_pointer(what, "q_nope", q_nope, "total_q", total_q));
   MLA_RETURN_IF_ERROR(require_pointer(what, "q_pe", q_pe, "total_q", total_q));

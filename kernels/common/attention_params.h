@@ -1,4 +1,4 @@
-// Params structs of the attention kernels (SPEC 4): batched GEMM for the projections, sparse MQA
+// Params structs of the attention kernels (docs/semantics.md §4): batched GEMM for the projections, sparse MQA
 // over the FP8 cache with its work partition and combine, dense MHA (varlen, bottom-right causal
 // or unmasked) and the LSE merge. Precision contract shared by every backend: bf16 operands, fp32
 // accumulation, softmax in fp32 with exp(), probabilities rounded to bf16 before the P·V product,
@@ -9,6 +9,7 @@
 
 #include "kernels/common/bf16.h"
 #include "kernels/common/cache_params.h"
+#include "kernels/common/mla_dims.h"
 #include "kernels/common/status.h"
 
 namespace mla {
@@ -42,7 +43,7 @@ struct SparseMqaWorkItem {
 
 // The work partition ("scheduler metadata"), built on the host for exactly the tokens passed
 // (plan_sparse_mqa in lib/). validate() refuses a plan whose num_tokens_planned is not num_tokens
-// (failure mode 4, SPEC 6.4); the arrays themselves are device data the kernels trust, so a plan
+// (failure mode 4, docs/semantics.md §6.4); the arrays themselves are device data the kernels trust, so a plan
 // whose items name other tokens than it counts still corrupts memory.
 struct SparseMqaMetadata {
   const SparseMqaWorkItem* items = nullptr;  // [num_items]
@@ -53,7 +54,7 @@ struct SparseMqaMetadata {
   int32_t num_partials = 0;                  // rows of partial_out / partial_lse
 };
 
-// SPEC 4.1 in latent space. The absorbed query is given in its two parts (no device copy needed
+// docs/semantics.md §4.1 in latent space. The absorbed query is given in its two parts (no device copy needed
 // to concatenate them): q_lat[t,h] = [q_nope_lat[t,h] (512), q_pe[t,h] (64)]. For token t, head h,
 // valid j (indices[t][j] in [0, num_slots)): s_j = scale * q_lat[t,h] . k_j (576 wide),
 // p = softmax(s), out_lat = sum p_j v_j (512 wide), lse = ln sum exp(s_j).
@@ -81,7 +82,7 @@ struct SparseMqaParams {
   Status validate() const;
 };
 
-// SPEC 4.2, one call over a varlen batch. q = [q_nope (128), q_pe (64)] and k = [k_nope (128),
+// docs/semantics.md §4.2, one call over a varlen batch. q = [q_nope (128), q_pe (64)] and k = [k_nope (128),
 // k_pe (64, shared by all heads)] are given in parts, so gathered cache rows ([rows, 576]: k_pe at
 // column 512) and up-projected K need no concatenation. Request r has queries
 // [cu_q[r], cu_q[r+1]) and keys [cu_k[r], cu_k[r+1]). Causal is bottom-right: query i of a request
@@ -113,11 +114,7 @@ struct DenseMhaParams {
   Status validate() const;
 };
 
-inline constexpr int kQkHeadDim = 192;  // Dn + Dr
-inline constexpr int kVHeadDim = 128;   // Dv
-inline constexpr int kNopeHeadDim = 128;
-
-// SPEC 4.2 merge of two partial attentions over the same rows: with m = max(lse_a, lse_b) (NaN
+// docs/semantics.md §4.2 merge of two partial attentions over the same rows: with m = max(lse_a, lse_b) (NaN
 // and +inf treated as -inf), out = (e^{a-m} out_a + e^{b-m} out_b) / (e^{a-m} + e^{b-m}); both
 // -inf: out = out_a, lse = -inf. out may alias out_a.
 struct MergeParams {

@@ -1,5 +1,5 @@
 // x / scale without a division per element, for the fp8_ds_mla pack (SPEC 1.1): the CUDA pack
-// (kernels/cuda/pack_kernel.cu) divides every element of a 128-element tile by the tile's scale,
+// (kernels/cuda/cache/pack.cu) divides every element of a 128-element tile by the tile's scale,
 // and must produce the bytes the host's IEEE division produces (kernels/host/host_pack.cpp).
 //
 // div_by_scale(x, scale, y), with y = rn(1 / scale) computed once per tile: q0 = x y, then two

@@ -7,21 +7,27 @@
 //
 // Faults: a kernel's execution error (an illegal address) surfaces at the next wait for the
 // stream, not at its launch. The backend keeps the names of the operations issued since the last
-// successful wait, and an error at a wait lists them (the fault is in one of them).
-// MLA_CUDA_SYNC_EACH=1 waits after every operation, so that a fault names its own.
+// successful wait, and an error at a wait lists them (the fault is in one of them). With the
+// policy's sync_each (MLA_CUDA_SYNC_EACH=1 in the apps) it waits after every operation, so that a
+// fault names its own.
 #include "kernels/cuda/cuda_backend.h"
 
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "kernels/cuda/attention_launchers.h"
-#include "kernels/cuda/cache_launchers.h"
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cache/cache_launchers.h"
+#include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/dense_mha/dense_mha_launcher.h"
+#include "kernels/cuda/gemm/gemm_launcher.h"
+#include "kernels/cuda/merge/merge_launcher.h"
+#include "kernels/cuda/sparse_mqa/sparse_mqa_launcher.h"
+
+#if !defined(MLA_HAVE_WGMMA)
+#define MLA_HAVE_WGMMA 0
+#endif
 
 namespace mla {
 namespace {
@@ -41,7 +47,7 @@ std::string mib_string(double bytes) {
 
 class CudaBackendImpl final : public CudaBackend {
  public:
-  CudaBackendImpl() = default;
+  explicit CudaBackendImpl(const KernelPolicy& policy) : policy_(policy) {}
   CudaBackendImpl(const CudaBackendImpl&) = delete;
   CudaBackendImpl& operator=(const CudaBackendImpl&) = delete;
 
@@ -64,8 +70,6 @@ class CudaBackendImpl final : public CudaBackend {
     MLA_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
     MLA_CUDA_CHECK(cudaDriverGetVersion(&driver));
     MLA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    const char* sync_each = std::getenv("MLA_CUDA_SYNC_EACH");
-    sync_each_ = sync_each != nullptr && std::strcmp(sync_each, "1") == 0;
     if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS) return Status::error("cublasCreate failed");
     if (cublasSetStream(cublas_, stream_) != CUBLAS_STATUS_SUCCESS) return Status::error("cublasSetStream failed");
 
@@ -77,17 +81,20 @@ class CudaBackendImpl final : public CudaBackend {
     return Status();
   }
 
-  // kernels: what the attention launchers choose now (the environment is read at every launch).
+  // kernels: the policy as the launchers apply it on this device (BackendInfo::kernels).
   BackendInfo info() const override {
     BackendInfo info = info_;
-    std::string sparse, dense;
-    Status st = sparse_mqa_implementation(device_, &sparse);
-    if (st.ok()) st = dense_mha_implementation(device_, &dense);
-    info.kernels = st.ok() ? "sparse_mqa=" + sparse + " dense_mha=" + dense : "error: " + st.message();
+    SparseMqaImpl sparse = policy_.sparse_mqa;
+    DenseMhaImpl dense = policy_.dense_mha;
+    Status st = sparse_mqa_implementation(policy_.sparse_mqa, device_, &sparse);
+    if (st.ok()) st = dense_mha_implementation(policy_.dense_mha, device_, &dense);
+    info.kernels = st.ok() ? describe(policy_, sparse, dense) : "error: " + st.message();
     return info;
   }
   cudaStream_t stream() const override { return stream_; }
   int device() const override { return device_; }
+  const KernelPolicy& kernel_policy() const override { return policy_; }
+  void set_kernel_policy(const KernelPolicy& policy) override { policy_ = policy; }
 
   Status allocate(std::size_t bytes, void** ptr) override {
     *ptr = nullptr;
@@ -142,10 +149,10 @@ class CudaBackendImpl final : public CudaBackend {
   bool supports_attention() const override { return true; }
   Status gemm(const GemmParams& p) override { return issue("gemm", [&] { return launch_gemm(p, stream_, cublas_); }); }
   Status sparse_mqa(const SparseMqaParams& p) override {
-    return issue("sparse_mqa", [&] { return launch_sparse_mqa(p, stream_); });
+    return issue("sparse_mqa", [&] { return launch_sparse_mqa(p, policy_.sparse_mqa, stream_); });
   }
   Status dense_mha(const DenseMhaParams& p) override {
-    return issue("dense_mha", [&] { return launch_dense_mha(p, stream_); });
+    return issue("dense_mha", [&] { return launch_dense_mha(p, policy_, stream_); });
   }
   Status merge(const MergeParams& p) override { return issue("merge", [&] { return launch_merge(p, stream_); }); }
 
@@ -157,8 +164,8 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
   // One operation on the stream: its launcher's status (a refusal by validate() or a launch error:
-  // then nothing ran), else its name kept until the next successful wait, and with
-  // MLA_CUDA_SYNC_EACH=1 a wait right after it.
+  // then nothing ran), else its name kept until the next successful wait, and with the policy's
+  // sync_each a wait right after it.
   template <typename Launch>
   Status issue(const char* op, Launch&& launch) {
     MLA_RETURN_IF_ERROR(use_device());
@@ -168,8 +175,8 @@ class CudaBackendImpl final : public CudaBackend {
     } else {
       ++unwaited_unnamed_;
     }
-    if (!sync_each_) return Status();
-    return wait(std::string("cudaStreamSynchronize after ") + op + " (MLA_CUDA_SYNC_EACH=1)");
+    if (!policy_.sync_each) return Status();
+    return wait(std::string("cudaStreamSynchronize after ") + op + " (sync_each)");
   }
 
   // Waits for the stream: everything issued so far has run (and is forgotten) or one of it faulted.
@@ -190,7 +197,7 @@ class CudaBackendImpl final : public CudaBackend {
       context += " (operations since the last wait: ";
       for (std::size_t i = 0; i < unwaited_.size(); ++i) context += (i ? ", " : "") + std::string(unwaited_[i]);
       if (unwaited_unnamed_ > 0) context += " and " + std::to_string(unwaited_unnamed_) + " more";
-      context += sync_each_ ? ")" : "; MLA_CUDA_SYNC_EACH=1 waits after each to name the one)";
+      context += policy_.sync_each ? ")" : "; MLA_CUDA_SYNC_EACH=1 waits after each to name the one)";
     }
     forget_unwaited();
     return cuda_status(err, context.c_str(), __FILE__, __LINE__);
@@ -204,7 +211,7 @@ class CudaBackendImpl final : public CudaBackend {
   static constexpr std::size_t kNamedUnwaited = 32;  // names kept; beyond, a count
   std::vector<const char*> unwaited_;
   std::size_t unwaited_unnamed_ = 0;
-  bool sync_each_ = false;
+  KernelPolicy policy_;
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
@@ -245,13 +252,15 @@ bool cuda_backend_available(std::string* why_not) {
   return true;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(std::string* error) {
+bool wgmma_kernels_built() { return MLA_HAVE_WGMMA != 0; }
+
+std::unique_ptr<Backend> make_cuda_backend(const KernelPolicy& policy, std::string* error) {
   std::string why;
   if (!cuda_backend_available(&why)) {
     if (error) *error = why;
     return nullptr;
   }
-  auto backend = std::make_unique<CudaBackendImpl>();
+  auto backend = std::make_unique<CudaBackendImpl>(policy);
   const Status s = backend->init();
   if (!s.ok()) {
     if (error) *error = "CUDA backend initialisation failed: " + s.message();

@@ -21,6 +21,14 @@ class CudaBackend : public Backend {
   virtual cudaStream_t stream() const = 0;
   // The CUDA device ordinal the backend uses.
   virtual int device() const = 0;
+  // The policy the launchers follow (make_cuda_backend's). set_kernel_policy replaces it for the
+  // operations issued after the call (already issued ones keep theirs), so that a test runs every
+  // implementation on one backend's stream and buffers; info() reflects it.
+  virtual const KernelPolicy& kernel_policy() const = 0;
+  virtual void set_kernel_policy(const KernelPolicy& policy) = 0;
 };
+
+// Whether this build has the sm_90a `wgmma` kernels (the configured CUDA architectures include 90).
+bool wgmma_kernels_built();
 
 }  // namespace mla

@@ -1,4 +1,4 @@
-// Host dense MHA (SPEC 4.2): varlen attention, bottom-right causal or unmasked, the algorithm of
+// Host dense MHA (docs/semantics.md §4.2): varlen attention, bottom-right causal or unmasked, the algorithm of
 // the GPU kernels one (request, head, query) row at a time.
 //
 // Per request r and head h, the request's keys k = [k_nope (128), k_pe (64, shared by heads)] and
@@ -19,19 +19,11 @@
 #include "kernels/host/host_kernels.h"
 
 namespace mla::host {
-namespace {
-
-constexpr int kDn = kNopeHeadDim;  // 128
-constexpr int kDq = kQkHeadDim;    // 192
-constexpr int kDr = kQkHeadDim - kNopeHeadDim;  // 64
-constexpr int kDv = kVHeadDim;     // 128
-
-}  // namespace
 
 void dense_mha(const DenseMhaParams& p, int softmax_keys) {
   const int H = p.num_heads;
   std::vector<float> keys, vals;
-  float q[kDq];
+  float q[kDqk];
   float acc[kDv];
   const int step = std::max(softmax_keys, 1);
   std::vector<float> scores(static_cast<size_t>(step));
@@ -40,7 +32,7 @@ void dense_mha(const DenseMhaParams& p, int softmax_keys) {
     const int64_t q0 = p.cu_seqlens_q_host[r], nq = p.cu_seqlens_q_host[r + 1] - q0;
     const int64_t k0 = p.cu_seqlens_k_host[r], nk = p.cu_seqlens_k_host[r + 1] - k0;
     if (nq <= 0) continue;
-    keys.resize(static_cast<size_t>(std::max<int64_t>(nk, 1)) * kDq);
+    keys.resize(static_cast<size_t>(std::max<int64_t>(nk, 1)) * kDqk);
     vals.resize(static_cast<size_t>(std::max<int64_t>(nk, 1)) * kDv);
 
     for (int h = 0; h < H; ++h) {
@@ -48,7 +40,7 @@ void dense_mha(const DenseMhaParams& p, int softmax_keys) {
         const bf16_t* kn = p.k_nope + (k0 + j) * p.k_nope_stride + static_cast<int64_t>(h) * kDn;
         const bf16_t* kr = p.k_pe + (k0 + j) * p.k_pe_stride;
         const bf16_t* vv = p.v + (k0 + j) * p.v_stride + static_cast<int64_t>(h) * kDv;
-        float* kd = &keys[static_cast<size_t>(j) * kDq];
+        float* kd = &keys[static_cast<size_t>(j) * kDqk];
         float* vd = &vals[static_cast<size_t>(j) * kDv];
         for (int e = 0; e < kDn; ++e) kd[e] = bf16_to_f32(kn[e]);
         for (int e = 0; e < kDr; ++e) kd[kDn + e] = bf16_to_f32(kr[e]);
@@ -69,7 +61,7 @@ void dense_mha(const DenseMhaParams& p, int softmax_keys) {
           const int n = static_cast<int>(std::min<int64_t>(step, visible - c0));
           float tile_max = -INFINITY;
           for (int j = 0; j < n; ++j) {
-            scores[j] = dot_f32(q, &keys[static_cast<size_t>(c0 + j) * kDq], kDq) * p.scale;
+            scores[j] = dot_f32(q, &keys[static_cast<size_t>(c0 + j) * kDqk], kDqk) * p.scale;
             tile_max = fmaxf(tile_max, scores[j]);
           }
           const float factor = row.begin_tile(tile_max);

@@ -1,11 +1,11 @@
-// Host sparse MQA (SPEC 4.1) over the fp8_ds_mla cache: the algorithm of the GPU kernel, one work
+// Host sparse MQA (docs/semantics.md §4.1) over the fp8_ds_mla cache: the algorithm of the GPU kernel, one work
 // item at a time.
 //
 // Per work item (token t, top-k columns [k_begin, k_end) clipped to [0, topk)):
 //   - q_lat[t, h] of every head is widened to fp32 (576 values: q_nope_lat then q_pe).
 //   - Columns are taken in tiles of kAttentionTile (64) consecutive top-k columns, tile starts at
 //     k_begin + 64 i. A tile's valid indices (slot in [0, num_slots)) are dequantized once for all
-//     heads into fp32, exactly as the gather does (SPEC 1.2: bf16_rne(e4m3 * scale) for the 512
+//     heads into fp32, exactly as the gather does (docs/semantics.md §1.2: bf16_rne(e4m3 * scale) for the 512
 //     NoPE values, RoPE bits as stored); invalid indices are skipped and their entry never read.
 //   - Per head: s_j = dot_f32(q_lat, k_j, 576) * scale; online softmax in fp32 (OnlineSoftmaxRow:
 //     the running max and sum are updated once per tile, l += the fp32 sum of the tile's p_j in
@@ -29,17 +29,13 @@
 namespace mla::host {
 namespace {
 
-constexpr int kDl = DsMlaEntry::kLatentDims;  // 576: key width
-constexpr int kDc = DsMlaEntry::kNopeDims;    // 512: value width
-constexpr int kDr = DsMlaEntry::kRopeDims;    // 64
-
 float load_f32_le(const uint8_t* src) {
   uint32_t u = 0;
   for (int i = 0; i < 4; ++i) u |= static_cast<uint32_t>(src[i]) << (8 * i);
   return f32_from_bits(u);
 }
 
-// SPEC 1.2 into fp32: the values the gather would write, widened.
+// docs/semantics.md §1.2 into fp32: the values the gather would write, widened.
 void dequant_entry_f32(const uint8_t* entry, float* row) {
   for (int t = 0; t < DsMlaEntry::kNumTiles; ++t) {
     const float scale = load_f32_le(entry + DsMlaEntry::kScaleOffset + 4 * t);

@@ -40,7 +40,7 @@ TEST(L2FlushLead, TheLeadHoldsTheStreamForItsCycles) {
 #if defined(MLA_HAVE_CUDA)
   std::string why;
   if (!cuda_backend_available(&why)) MLA_SKIP_WITHOUT_CUDA() << "CUDA backend unavailable: " << why;
-  const std::unique_ptr<Backend> cuda = make_cuda_backend(&why);
+  const std::unique_ptr<Backend> cuda = make_cuda_backend(KernelPolicy{}, &why);
   ASSERT_NE(cuda, nullptr) << why;
   std::unique_ptr<DeviceTimer> timer;
   ASSERT_TRUE(DeviceTimer::create(*cuda, &timer).ok());

@@ -43,6 +43,16 @@ def test_list_shows_shipped_scenarios():
     assert SMALL in r.stdout
 
 
+# The CUDA backend's kernel policy is read from the MLA_* variables once, before any backend is
+# made, whatever the backend: a value no launcher knows is a usage error naming the variable.
+@pytest.mark.parametrize("var,value", [("MLA_SPARSE_MQA_IMPL", "fastest"), ("MLA_DENSE_WGMMA_SCHEDULE", "gird"),
+                                       ("MLA_DENSE_WGMMA_MAX_CTAS", "many"), ("MLA_CUDA_SYNC_EACH", "yes")])
+def test_a_bad_kernel_policy_variable_is_a_usage_error(var, value):
+    r = run("--backend", "host", "--scenario", SMALL, "--quiet", env={var: value})
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{var}='{value}'" in r.stderr
+
+
 def test_malformed_json_exits_2_naming_the_file(tmp_path):
     f = write(tmp_path, "broken.json", '{"name": "x", "batch": {')
     r = run("--scenario", f, "--backend", "host")

@@ -1,4 +1,4 @@
-// The dense wgmma kernel's item order (kernels/common/dense_item_order.h): the item -> (slot, head)
+// The dense wgmma kernel's item order (kernels/cuda/dense_mha/dense_item_order.h): the item -> (slot, head)
 // map is a bijection for every tail, no tail (0) is head-major, the tail runs tile by tile, and the
 // host's choice of the tail on the attention sweep's shapes and on edge cases, worked out by hand
 // from the rule in the header.
@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/common/dense_item_order.h"
+#include "kernels/cuda/dense_mha/dense_item_order.h"
 
 namespace {
 

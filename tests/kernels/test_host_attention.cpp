@@ -1,9 +1,10 @@
 // The host backend's attention operations (GEMM, sparse MQA, dense MHA, LSE merge) and the
-// validate() of their params. Expected values are computed here, in double, from the SPEC
-// formulas with this file's own bf16 / E4M3 decoding and rounding: nothing of kernels/ is used to
-// build an expectation (one exception: DenseSoftmaxStepsBothMatchDoubleReference checks that the
-// backend runs host::dense_mha's default step). Tolerances follow SPEC 8: outputs abs 1e-3 OR rel
-// 2e-2, LSE abs 1e-4.
+// validate() of their params. Expected values are computed here, in double, from the formulas of
+// docs/semantics.md with this file's own bf16 / E4M3 decoding and rounding: nothing of kernels/
+// is used to build an expectation (one exception: DenseSoftmaxStepsBothMatchDoubleReference checks
+// that the backend runs host::dense_mha's default step; the model dimensions come from
+// kernels/common/mla_dims.h, whose static_asserts pin them). Tolerances follow docs/semantics.md
+// §8: outputs abs 1e-3 OR rel 2e-2, LSE abs 1e-4.
 // Every buffer an operation writes has poisoned guard elements on both sides, and the cache
 // memory around (and inside) the pool is 0xFF (NaN in every field) so a stray read shows.
 #include <gtest/gtest.h>
@@ -20,6 +21,8 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/common/ds_mla_entry.h"
+#include "kernels/common/mla_dims.h"
 #include "kernels/host/host_kernels.h"
 
 namespace {
@@ -27,8 +30,13 @@ namespace {
 using mla::bf16_t;
 using mla::SparseMqaWorkItem;
 
-constexpr int kDl = 576, kDc = 512, kDr = 64, kDn = 128, kDq = 192, kDv = 128;
-constexpr int kEntryBytes = 656;
+using mla::kDc;
+using mla::kDl;
+using mla::kDn;
+using mla::kDqk;
+using mla::kDr;
+using mla::kDv;
+constexpr int kEntryBytes = mla::DsMlaEntry::kBytes;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr float kInfF = std::numeric_limits<float>::infinity();
 constexpr float kNaNF = std::numeric_limits<float>::quiet_NaN();
@@ -95,7 +103,7 @@ class Guarded {
 constexpr bf16_t kPoisonBf16 = 0x5A5A;
 const float kPoisonF32 = float_from_bits(0x5A5A5A5Au);
 
-// SPEC 8 style: abs 1e-3 OR rel 2e-2 for outputs.
+// docs/semantics.md §8 style: abs 1e-3 OR rel 2e-2 for outputs.
 ::testing::AssertionResult out_close(double actual, double expected) {
   const double err = std::fabs(actual - expected);
   if (err <= 1e-3 || err <= 2e-2 * std::fabs(expected)) return ::testing::AssertionSuccess();
@@ -127,7 +135,7 @@ class TestCache {
   int64_t num_slots() const { return num_blocks_ * block_size_; }
   uint8_t* data() { return mem_.data() + kPadPages * page_stride_; }
   const std::vector<uint8_t>& memory() const { return mem_; }
-  // The dequantized key of a slot (SPEC 1.2), empty when the entry was never set.
+  // The dequantized key of a slot (docs/semantics.md §1.2), empty when the entry was never set.
   const std::vector<double>& key(int64_t slot) const { return keys_[static_cast<size_t>(slot)]; }
 
   void set(int64_t slot, const uint8_t* codes, const float* scales, const bf16_t* rope) {
@@ -240,7 +248,7 @@ struct Expected {
   std::vector<double> lse;  // [T, H]
 };
 
-// SPEC 4.1 in double over the dequantized cache.
+// docs/semantics.md §4.1 in double over the dequantized cache.
 Expected sparse_reference(SparseCase& c, const TestCache& cache) {
   Expected x;
   x.out.assign(static_cast<size_t>(c.T) * c.H * kDc, 0.0);
@@ -624,16 +632,16 @@ struct DenseCase {
   bf16_t& ve(int64_t j, int h, int e) { return v[static_cast<size_t>(j * v_stride + h * kDv + e)]; }
 
   void randomize(std::mt19937& rng) {
-    // q in [-1, 1]; keys wide enough for a peaked softmax; values ~ N(0, 0.1^2) as SPEC 8's
+    // q in [-1, 1]; keys wide enough for a peaked softmax; values ~ N(0, 0.1^2) as docs/semantics.md §8's
     // latent (the bf16 rounding of P moves outputs by ~2^-9 x |v|).
     std::uniform_real_distribution<double> u(-1.0, 1.0);
     std::normal_distribution<double> key(0.0, 0.3), value(0.0, 0.1);
     for (int64_t t = 0; t < total_q(); ++t)
       for (int h = 0; h < H; ++h)
-        for (int e = 0; e < kDq; ++e) qe(t, h, e) = to_bf16(u(rng));
+        for (int e = 0; e < kDqk; ++e) qe(t, h, e) = to_bf16(u(rng));
     for (int64_t j = 0; j < total_k(); ++j)
       for (int h = 0; h < H; ++h) {
-        for (int e = 0; e < kDq; ++e) ke(j, h, e) = to_bf16(key(rng));
+        for (int e = 0; e < kDqk; ++e) ke(j, h, e) = to_bf16(key(rng));
         for (int e = 0; e < kDv; ++e) ve(j, h, e) = to_bf16(value(rng));
       }
   }
@@ -652,7 +660,7 @@ Expected dense_reference(DenseCase& c) {
         double m = -kInf;
         for (int64_t j = 0; j < nk && j <= last; ++j) {
           double dot = 0.0;
-          for (int e = 0; e < kDq; ++e) dot += bf16_value(c.qe(q0 + i, h, e)) * bf16_value(c.ke(k0 + j, h, e));
+          for (int e = 0; e < kDqk; ++e) dot += bf16_value(c.qe(q0 + i, h, e)) * bf16_value(c.ke(k0 + j, h, e));
           s.push_back(c.scale * dot);
           m = std::max(m, s.back());
         }
@@ -726,7 +734,7 @@ TEST_F(HostAttentionTest, DenseTwoKeysByHand) {
   c.init(1, {{1, 2}}, 0);
   c.causal = false;
   c.scale = 1.0f;
-  for (int e = 0; e < kDq; ++e) {
+  for (int e = 0; e < kDqk; ++e) {
     c.qe(0, 0, e) = to_bf16(e == 0 ? 1.0 : 0.0);
     c.ke(0, 0, e) = to_bf16(e == 0 ? 1.0 : 0.0);
     c.ke(1, 0, e) = to_bf16(e == 0 ? 2.0 : 0.0);
@@ -747,7 +755,7 @@ TEST_F(HostAttentionTest, DenseTwoKeysByHand) {
   DenseCase k;
   k.init(1, {{2, 2}}, 0);
   k.scale = 1.0f;
-  for (int e = 0; e < kDq; ++e) {
+  for (int e = 0; e < kDqk; ++e) {
     for (int t = 0; t < 2; ++t) k.qe(t, 0, e) = to_bf16(e == 0 ? 1.0 : 0.0);
     k.ke(0, 0, e) = to_bf16(e == 0 ? 0.5 : 0.0);
     k.ke(1, 0, e) = to_bf16(e == 0 ? 3.0 : 0.0);
@@ -827,7 +835,7 @@ TEST_F(HostAttentionTest, DenseMaskedKeysAreNeverUsed) {
   c.init(1, {{2, 66}}, 0);
   std::mt19937 rng(8);
   c.randomize(rng);
-  for (int e = 0; e < kDq; ++e) c.ke(65, 0, e) = 0x7FC0;  // only query 1 sees key 65
+  for (int e = 0; e < kDqk; ++e) c.ke(65, 0, e) = 0x7FC0;  // only query 1 sees key 65
   for (int e = 0; e < kDv; ++e) c.ve(65, 0, e) = 0x7FC0;
   DenseRun r(c);
   ASSERT_TRUE(backend->dense_mha(dense_params(c, r)).ok());
@@ -1146,9 +1154,9 @@ TEST_F(HostAttentionTest, SparseValidateNamesTheProblem) {
   // No tokens but work items: the items name rows that q does not have.
   EXPECT_REFUSED(with([](P& p) { p.num_tokens = 0; p.metadata.num_tokens_planned = 0; }),
                  "but num_tokens is 0 (work items for tokens");
-  // A plan for more (failure mode 4, SPEC 6.4) or fewer tokens than q has.
+  // A plan for more (failure mode 4, docs/semantics.md §6.4) or fewer tokens than q has.
   EXPECT_REFUSED(with([](P& p) { p.num_tokens = 2; }), "metadata.num_tokens_planned is 5 but num_tokens is 2");
-  EXPECT_REFUSED(with([](P& p) { p.metadata.num_tokens_planned = 6; }), "SPEC 6.4");
+  EXPECT_REFUSED(with([](P& p) { p.metadata.num_tokens_planned = 6; }), "docs/semantics.md §6.4");
   EXPECT_TRUE(with([](P& p) { p.metadata.num_partials = 0; p.partial_out = nullptr; p.partial_lse = nullptr; }).ok());
 }
 

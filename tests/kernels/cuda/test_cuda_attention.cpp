@@ -1,8 +1,8 @@
 // The CUDA backend's attention operations (gemm, sparse_mqa, dense_mha, merge) against the host
 // backend on random inputs, and the CUDA implementations of sparse MQA / dense MHA (`wgmma`, the
-// default on Hopper, which falls back to `tc` elsewhere, `tc` and `simple`; chosen through
-// MLA_SPARSE_MQA_IMPL / MLA_DENSE_MHA_IMPL) against the host and each other. The two
-// backends sum in different orders, so outputs are compared with the tolerance of SPEC 8 (abs 1e-3
+// default on Hopper, which falls back to `tc` elsewhere, `tc` and `simple`; chosen through the
+// backend's KernelPolicy) against the host and each other. The two
+// backends sum in different orders, so outputs are compared with the tolerance of docs/semantics.md §8 (abs 1e-3
 // OR rel 2e-2 per element, LSE abs 1e-4); NaN and infinity positions must match. Every buffer
 // lives on both backends with guard zones on both sides that must be unchanged afterwards, outputs
 // are poisoned first, inputs must be unchanged. Shapes cover head counts 16 / 32 / 64 / 128 (not
@@ -35,9 +35,12 @@
 #include "kernels/common/attention_params.h"
 #include "kernels/common/bf16.h"
 #include "kernels/common/ds_mla_entry.h"
-#include "kernels/cuda/attention_launchers.h"
+#include "kernels/common/mla_dims.h"
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/dense_mha_wgmma.h"
+#include "kernels/cuda/dense_mha/dense_mha_config.h"
+#include "kernels/cuda/dense_mha/dense_mha_launcher.h"
+#include "kernels/cuda/sparse_mqa/sparse_mqa_launcher.h"
+#include "kernels/kernel_policy.h"
 #include "kernels/host/host_kernels.h"
 #include "lib/rng.h"
 #include "lib/sparse_mqa_plan.h"
@@ -50,7 +53,11 @@ using mla::DsMlaEntry;
 using mla::Rng;
 using mla::Status;
 
-constexpr int kDl = 576, kDc = 512, kDr = 64, kDn = 128, kDv = 128;
+using mla::kDc;
+using mla::kDl;
+using mla::kDn;
+using mla::kDr;
+using mla::kDv;
 constexpr int kEntry = DsMlaEntry::kBytes;
 constexpr std::size_t kGuard = 256;
 constexpr uint8_t kGuardByte = 0xA5;
@@ -65,6 +72,14 @@ void require(const Status& s, const std::string& what) {
 enum Side { kHost = 0, kCuda = 1 };
 
 int device_of(Backend& cuda) { return dynamic_cast<mla::CudaBackend&>(cuda).device(); }
+
+// The CUDA backend's policy with one change (the operations issued afterwards follow it).
+template <typename Change>
+void set_policy(Backend& cuda, Change&& change) {
+  mla::KernelPolicy policy;
+  change(policy);
+  dynamic_cast<mla::CudaBackend&>(cuda).set_kernel_policy(policy);
+}
 
 // The same bytes on the host and the CUDA backend: [guard | payload | guard]. The payload starts
 // 256-byte aligned plus `shift` bytes.
@@ -130,34 +145,6 @@ class Dual {
   void* base_[2] = {nullptr, nullptr};
   std::size_t offset_, bytes_;
   std::vector<uint8_t> image_;
-};
-
-// Sets an environment variable for the scope (restores the previous value).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (value) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv(name_.c_str(), old_.c_str(), 1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
 };
 
 // --- comparisons ----------------------------------------------------------------------------------
@@ -234,7 +221,7 @@ class CudaAttentionTest : public ::testing::Test {
     std::string why;
     if (!mla::cuda_backend_available(&why)) MLA_SKIP_WITHOUT_CUDA() << "CUDA backend unavailable: " << why;
     std::string error;
-    cuda_ = mla::make_cuda_backend(&error);
+    cuda_ = mla::make_cuda_backend(mla::KernelPolicy{}, &error);
     ASSERT_NE(cuda_, nullptr) << error;
     host_ = mla::make_host_backend();
     ASSERT_TRUE(cuda_->supports_attention()) << "the CUDA backend does not expose the attention operations";
@@ -462,10 +449,11 @@ TEST_F(CudaAttentionTest, SparseMqaMatchesHost) {
       constexpr int kImpls = 3;
       std::vector<bf16_t> impl_out[kImpls];
       std::vector<float> impl_lse[kImpls];
-      const char* impls[kImpls] = {"wgmma", "tc", "simple"};
+      const mla::SparseMqaImpl impls[kImpls] = {mla::SparseMqaImpl::kWgmma, mla::SparseMqaImpl::kTc,
+                                                mla::SparseMqaImpl::kSimple};
       for (int i = 0; i < kImpls; ++i) {
-        SCOPED_TRACE(std::string("MLA_SPARSE_MQA_IMPL=") + impls[i]);
-        ScopedEnv env("MLA_SPARSE_MQA_IMPL", impls[i]);
+        SCOPED_TRACE(std::string("sparse_mqa=") + to_string(impls[i]));
+        set_policy(*cuda_, [&](mla::KernelPolicy& k) { k.sparse_mqa = impls[i]; });
         d_out->reset_cuda();
         d_lse->reset_cuda();
         d_pout->reset_cuda();
@@ -473,11 +461,10 @@ TEST_F(CudaAttentionTest, SparseMqaMatchesHost) {
         require(cuda_->sparse_mqa(params(kCuda)), "cuda sparse_mqa");
         sync();
         // Every buffer here is aligned: what ran is what the device runs for aligned inputs.
-        std::string ran;
-        std::string aligned_runs;
-        require(mla::sparse_mqa_implementation_for(params(kCuda), device_of(*cuda_), &ran), "implementation");
-        require(mla::sparse_mqa_implementation(device_of(*cuda_), &aligned_runs), "implementation");
-        EXPECT_EQ(ran, aligned_runs) << name;
+        mla::SparseMqaImpl ran = mla::SparseMqaImpl::kSimple, aligned_runs = mla::SparseMqaImpl::kSimple;
+        require(mla::sparse_mqa_implementation_for(params(kCuda), impls[i], device_of(*cuda_), &ran), "implementation");
+        require(mla::sparse_mqa_implementation(impls[i], device_of(*cuda_), &aligned_runs), "implementation");
+        EXPECT_EQ(to_string(ran), std::string(to_string(aligned_runs))) << name;
         impl_out[i] = d_out->read<bf16_t>(kCuda, "out_lat");
         impl_lse[i] = d_lse->read<float>(kCuda, "lse");
         (void)d_pout->read<float>(kCuda, "partial_out");  // guards
@@ -495,8 +482,9 @@ TEST_F(CudaAttentionTest, SparseMqaMatchesHost) {
         expect_same_bits(impl_lse[i], d_lse->read<float>(kCuda, "lse"), name + " lse, second launch");
       }
       for (int i = 0; i + 1 < kImpls; ++i) {
-        expect_close_bf16(impl_out[kImpls - 1], impl_out[i], name + " out_lat " + impls[i] + " vs simple");
-        expect_close_f32(impl_lse[kImpls - 1], impl_lse[i], name + " lse " + impls[i] + " vs simple", 1e-4, 0.0);
+        expect_close_bf16(impl_out[kImpls - 1], impl_out[i], name + " out_lat " + to_string(impls[i]) + " vs simple");
+        expect_close_f32(impl_lse[kImpls - 1], impl_lse[i], name + " lse " + to_string(impls[i]) + " vs simple", 1e-4,
+                         0.0);
       }
     }
     d_cache->expect_unchanged("cache");
@@ -506,29 +494,30 @@ TEST_F(CudaAttentionTest, SparseMqaMatchesHost) {
   }
 }
 
+// info().kernels is the policy the backend was given as its launchers apply it here: `simple`
+// runs everywhere, so a policy of `simple` is recorded unchanged.
 TEST_F(CudaAttentionTest, BackendInfoNamesTheAttentionKernels) {
-  {
-    ScopedEnv sparse("MLA_SPARSE_MQA_IMPL", "simple");
-    ScopedEnv dense("MLA_DENSE_MHA_IMPL", "simple");
-    EXPECT_EQ(cuda_->info().kernels, "sparse_mqa=simple dense_mha=simple");
-  }
-  {
-    ScopedEnv sparse("MLA_SPARSE_MQA_IMPL", "fastest");
-    const std::string k = cuda_->info().kernels;
-    EXPECT_EQ(k.rfind("error: ", 0), 0u) << k;
-    EXPECT_NE(k.find("MLA_SPARSE_MQA_IMPL"), std::string::npos) << k;
-  }
   const std::string k = cuda_->info().kernels;  // the defaults: what this device and build run
   EXPECT_EQ(k.rfind("sparse_mqa=", 0), 0u) << k;
   EXPECT_NE(k.find(" dense_mha="), std::string::npos) << k;
+  mla::KernelPolicy policy;
+  policy.sparse_mqa = mla::SparseMqaImpl::kSimple;
+  policy.dense_mha = mla::DenseMhaImpl::kSimple;
+  policy.dense_wgmma_schedule = mla::DenseWgmmaSchedule::kGrid;
+  policy.dense_wgmma_max_ctas = 3;
+  policy.sync_each = true;
+  std::string error;
+  const std::unique_ptr<Backend> other = mla::make_cuda_backend(policy, &error);
+  ASSERT_NE(other, nullptr) << error;
+  EXPECT_EQ(other->info().kernels,
+            "sparse_mqa=simple dense_mha=simple dense_wgmma_schedule=grid dense_wgmma_debug=off "
+            "dense_wgmma_max_ctas=3 sync_each=1");
 }
 
 // On a compute capability 9.0 device with a build that has the sm_90a kernels, both attention
 // routes run `wgmma` by default: a probe that refuses them (say, a register count that no longer
 // matches the setmaxnreg budget) would otherwise leave every test passing on `tc`.
 TEST_F(CudaAttentionTest, WgmmaKernelsRunOnHopper) {
-  ScopedEnv sparse("MLA_SPARSE_MQA_IMPL", nullptr);
-  ScopedEnv dense("MLA_DENSE_MHA_IMPL", nullptr);
   if (!mla::wgmma_kernels_built())
     GTEST_SKIP() << "built without sm_90a (the CUDA architectures do not include 90); "
                     "a skip even with MLA_REQUIRE_CUDA";
@@ -537,50 +526,9 @@ TEST_F(CudaAttentionTest, WgmmaKernelsRunOnHopper) {
   ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_of(*cuda_)), cudaSuccess);
   if (major != 9 || minor != 0)
     GTEST_SKIP() << "compute capability " << major << "." << minor << ", not 9.0; a skip even with MLA_REQUIRE_CUDA";
-  EXPECT_EQ(cuda_->info().kernels, "sparse_mqa=wgmma dense_mha=wgmma");
-}
-
-TEST_F(CudaAttentionTest, SparseMqaRejectsUnknownImplementation) {
-  ScopedEnv env("MLA_SPARSE_MQA_IMPL", "fastest");
-  std::vector<mla::SparseMqaWorkItem> items(1);
-  items[0].token = 0;
-  items[0].k_begin = 0;
-  items[0].k_end = 64;
-  std::vector<int32_t> offsets = {0, 0};
-  std::vector<int32_t> idx(64, -1);
-  std::vector<bf16_t> q(kDl, 0);
-  std::vector<uint8_t> cache(static_cast<std::size_t>(64 * kEntry), 0xFF);
-  auto d_items = Dual::of(*host_, *cuda_, items);
-  auto d_offsets = Dual::of(*host_, *cuda_, offsets);
-  auto d_idx = Dual::of(*host_, *cuda_, idx);
-  auto d_q = Dual::of(*host_, *cuda_, q);
-  auto d_cache = Dual::of(*host_, *cuda_, cache);
-  auto d_out = Dual::poisoned(*host_, *cuda_, kDc * 2);
-  auto d_lse = Dual::poisoned(*host_, *cuda_, 4);
-  mla::SparseMqaParams p;
-  p.q_nope_lat = d_q->ptr<bf16_t>(kCuda);
-  p.q_nope_token_stride = kDc;
-  p.q_nope_head_stride = kDc;
-  p.q_pe = d_q->ptr<bf16_t>(kCuda) + kDc;
-  p.q_pe_token_stride = kDr;
-  p.q_pe_head_stride = kDr;
-  p.num_tokens = 1;
-  p.num_heads = 1;
-  p.indices = d_idx->ptr<int32_t>(kCuda);
-  p.indices_row_stride = 64;
-  p.topk = 64;
-  p.cache = {d_cache->ptr<uint8_t>(kCuda), 1, 64, 64 * kEntry};
-  p.scale = 1.0f;
-  p.out_lat = d_out->ptr<bf16_t>(kCuda);
-  p.lse = d_lse->ptr<float>(kCuda);
-  p.metadata.items = d_items->ptr<mla::SparseMqaWorkItem>(kCuda);
-  p.metadata.num_items = 1;
-  p.metadata.split_offsets = d_offsets->ptr<int32_t>(kCuda);
-  p.metadata.num_tokens_planned = 1;
-  const Status s = cuda_->sparse_mqa(p);
-  EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("MLA_SPARSE_MQA_IMPL"), std::string::npos) << s.message();
-  sync();
+  EXPECT_EQ(cuda_->info().kernels,
+            "sparse_mqa=wgmma dense_mha=wgmma dense_wgmma_schedule=persistent dense_wgmma_debug=off "
+            "dense_wgmma_max_ctas=none sync_each=0");
 }
 
 // =================================================================================================
@@ -710,7 +658,7 @@ struct DenseProblem {
 // scores summed by the tensor cores in another fp32 order than the host's flip the bf16 rounding
 // of a few large p, which moves a small out by ~1.2e-3, past the 1e-3 / 2e-2 tolerance, for tc
 // (the host's own 64-key step) as for wgmma; simple, which sums as the host does, stays within it
-// (H200, session 21: 6 of 552,960 values).
+// (H200: 6 of 552,960 values).
 TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
   const DenseCase cases[] = {
       {16, true, {1, 5, 64, 70, 0, 130}, {1, 40, 64, 200, 10, 130}, 0, 0.0721688f, "causal-mixed"},
@@ -746,11 +694,12 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
     std::vector<bf16_t> impl_out[3];
     std::vector<float> impl_lse[3];
     const char* impls[3] = {"tc", "simple", "wgmma"};
+    const mla::DenseMhaImpl requested[3] = {mla::DenseMhaImpl::kTc, mla::DenseMhaImpl::kSimple,
+                                            mla::DenseMhaImpl::kWgmma};
     for (int i = 0; i < 3; ++i) {
-      SCOPED_TRACE(std::string("MLA_DENSE_MHA_IMPL=") + impls[i]);
-      ScopedEnv env("MLA_DENSE_MHA_IMPL", impls[i]);
-      ScopedEnv schedule("MLA_DENSE_WGMMA_SCHEDULE", nullptr);  // the default: persistent
-      ScopedEnv cap("MLA_DENSE_WGMMA_MAX_CTAS", nullptr);
+      SCOPED_TRACE(std::string("dense_mha=") + impls[i]);
+      // The default schedule (persistent), no CTA cap.
+      set_policy(*cuda_, [&](mla::KernelPolicy& k) { k.dense_mha = requested[i]; });
       d_out->reset_cuda();
       d_lse->reset_cuda();
       require(cuda_->dense_mha(pb.params(kCuda)), "cuda dense_mha");
@@ -758,9 +707,11 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
       // What ran: a misaligned token stride runs simple (tc and wgmma need 16-byte rows), an out
       // that is not 16-byte aligned runs tc instead of wgmma; else what the device runs for
       // aligned inputs.
-      std::string ran, expected;
-      require(mla::dense_mha_implementation(device_of(*cuda_), &expected), "implementation");
-      require(mla::dense_mha_implementation_for(pb.params(kCuda), device_of(*cuda_), &ran), "implementation");
+      mla::DenseMhaImpl ran_impl = mla::DenseMhaImpl::kSimple, expected_impl = mla::DenseMhaImpl::kSimple;
+      require(mla::dense_mha_implementation(requested[i], device_of(*cuda_), &expected_impl), "implementation");
+      require(mla::dense_mha_implementation_for(pb.params(kCuda), requested[i], device_of(*cuda_), &ran_impl),
+              "implementation");
+      std::string ran = to_string(ran_impl), expected = to_string(expected_impl);
       if (c.q_pad % 8 != 0) expected = "simple";
       if (c.out_shift % 16 != 0 && expected == "wgmma") expected = "tc";
       EXPECT_EQ(ran, expected) << name;
@@ -783,13 +734,21 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
     // The same per-item computation, so the same bits. The dynamic runs also check that each launch
     // leaves its item counter at zero for the next (else the next one skips items, poison in out,
     // or traps).
-    const char* loops[][2] = {{nullptr, "grid"}, {"3", "grid"}, {"3", "persistent"}, {"1", "persistent"}};
+    const struct {
+      int64_t max_ctas;
+      mla::DenseWgmmaSchedule schedule;
+    } loops[] = {{0, mla::DenseWgmmaSchedule::kGrid},
+                 {3, mla::DenseWgmmaSchedule::kGrid},
+                 {3, mla::DenseWgmmaSchedule::kPersistent},
+                 {1, mla::DenseWgmmaSchedule::kPersistent}};
     for (const auto& loop : loops) {
-      SCOPED_TRACE(std::string("MLA_DENSE_MHA_IMPL=wgmma MLA_DENSE_WGMMA_MAX_CTAS=") +
-                   (loop[0] ? loop[0] : "(unset)") + " MLA_DENSE_WGMMA_SCHEDULE=" + loop[1]);
-      ScopedEnv env("MLA_DENSE_MHA_IMPL", "wgmma");
-      ScopedEnv cap("MLA_DENSE_WGMMA_MAX_CTAS", loop[0]);
-      ScopedEnv schedule("MLA_DENSE_WGMMA_SCHEDULE", loop[1]);
+      SCOPED_TRACE(std::string("dense_mha=wgmma dense_wgmma_max_ctas=") + std::to_string(loop.max_ctas) +
+                   " dense_wgmma_schedule=" + to_string(loop.schedule));
+      set_policy(*cuda_, [&](mla::KernelPolicy& k) {
+        k.dense_mha = mla::DenseMhaImpl::kWgmma;
+        k.dense_wgmma_max_ctas = loop.max_ctas;
+        k.dense_wgmma_schedule = loop.schedule;
+      });
       d_out->reset_cuda();
       d_lse->reset_cuda();
       require(cuda_->dense_mha(pb.params(kCuda)), "cuda dense_mha");
@@ -821,31 +780,18 @@ TEST_F(CudaAttentionTest, DenseMhaMatchesHost) {
   }
 }
 
-// MLA_DENSE_WGMMA_SCHEDULE takes 'persistent' or 'grid'; a typo is an error that names the
-// variable, not a silent default (read with the other MLA_DENSE_* choices, on every device).
-TEST_F(CudaAttentionTest, DenseMhaRejectsUnknownSchedule) {
-  Rng rng(7070);
-  const DenseProblem pb(*host_, *cuda_, rng, 2, {70}, {90}, /*q_pad=*/0, /*causal=*/true, 0.5f);
-  ScopedEnv schedule("MLA_DENSE_WGMMA_SCHEDULE", "gird");
-  const Status st = cuda_->dense_mha(pb.params(kCuda));
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("MLA_DENSE_WGMMA_SCHEDULE"), std::string::npos) << st.message();
-}
-
 // Two backends (two streams) running the default persistent dense kernel at once: each stream has
 // its own schedule state (item counters and slots), so both launches get every item and the same
 // bits as a launch alone. With one state per device, the second launch's CTAs would draw from the
 // first's counter (leaving outputs poisoned) or trap. Skipped where the wgmma kernel does not run.
 TEST_F(CudaAttentionTest, DenseMhaOnTwoStreamsAtOnce) {
-  ScopedEnv impl("MLA_DENSE_MHA_IMPL", "wgmma");
-  ScopedEnv schedule("MLA_DENSE_WGMMA_SCHEDULE", nullptr);
-  ScopedEnv cap("MLA_DENSE_WGMMA_MAX_CTAS", nullptr);
+  // The default policy: wgmma, persistent, no CTA cap.
   if (cuda_->info().kernels.find("dense_mha=wgmma") == std::string::npos) {
     GTEST_SKIP() << "the wgmma dense kernel does not run here (a skip even with MLA_REQUIRE_CUDA): "
                  << cuda_->info().kernels;
   }
   std::string error;
-  const std::unique_ptr<Backend> other = mla::make_cuda_backend(&error);
+  const std::unique_ptr<Backend> other = mla::make_cuda_backend(mla::KernelPolicy{}, &error);
   ASSERT_NE(other, nullptr) << error;
   Rng rng(5151);
   // 1024 items (16 query tiles x 2 requests x 32 heads): long enough for the launches to overlap.
@@ -878,7 +824,8 @@ TEST_F(CudaAttentionTest, DenseMhaOnTwoStreamsAtOnce) {
   }
 }
 
-// MLA_DENSE_WGMMA_DEBUG isolates the two products of the Hopper `wgmma` kernel (dense_mha_wgmma.h):
+// The policy's dense_wgmma_debug isolates the two products of the Hopper `wgmma` kernel
+// (dense_mha_impls.h):
 // `scores` writes out[t, h, j] = scale * q_t . k_j for the request's keys j < 128 (S = Q K^T: the
 // Q / K shared-memory layouts and K-major descriptors), `values` writes out[t, h, :] = v[i % 128]
 // for query i of its request (P = identity through the register-A operand and the transposed,
@@ -906,10 +853,13 @@ TEST_F(CudaAttentionTest, DenseMhaWgmmaIsolatedProducts) {
   auto f = [](const std::vector<bf16_t>& x, int64_t i) {
     return static_cast<double>(mla::bf16_to_f32(x[static_cast<std::size_t>(i)]));
   };
-  ScopedEnv impl("MLA_DENSE_MHA_IMPL", "wgmma");
   for (const char* mode : {"scores", "values"}) {
-    SCOPED_TRACE(std::string("MLA_DENSE_WGMMA_DEBUG=") + mode);
-    ScopedEnv debug("MLA_DENSE_WGMMA_DEBUG", mode);
+    SCOPED_TRACE(std::string("dense_wgmma_debug=") + mode);
+    set_policy(*cuda_, [&](mla::KernelPolicy& k) {
+      k.dense_mha = mla::DenseMhaImpl::kWgmma;
+      k.dense_wgmma_debug =
+          std::string(mode) == "scores" ? mla::DenseWgmmaDebug::kScores : mla::DenseWgmmaDebug::kValues;
+    });
     d_out->reset_cuda();
     d_lse->reset_cuda();
     const Status st = cuda_->dense_mha(p);
@@ -992,11 +942,13 @@ TEST_F(CudaAttentionTest, DenseMhaNeighbourRequestStaysOut) {
       ref.lse[k].resize(lse_0);
       for (const bf16_t x : ref.out[k]) ASSERT_TRUE(std::isfinite(mla::bf16_to_f32(x))) << "host: request 0 is finite";
     }
-    for (const char* impl : {"wgmma", "tc", "simple"}) {
-      SCOPED_TRACE(std::string("MLA_DENSE_MHA_IMPL=") + impl);
-      ScopedEnv env("MLA_DENSE_MHA_IMPL", impl);
-      std::string ran;
-      require(mla::dense_mha_implementation_for(pb.params(kCuda), device_of(*cuda_), &ran), "implementation");
+    for (const mla::DenseMhaImpl impl : {mla::DenseMhaImpl::kWgmma, mla::DenseMhaImpl::kTc, mla::DenseMhaImpl::kSimple}) {
+      SCOPED_TRACE(std::string("dense_mha=") + to_string(impl));
+      set_policy(*cuda_, [&](mla::KernelPolicy& k) { k.dense_mha = impl; });
+      mla::DenseMhaImpl ran_impl = mla::DenseMhaImpl::kSimple;
+      require(mla::dense_mha_implementation_for(pb.params(kCuda), impl, device_of(*cuda_), &ran_impl),
+              "implementation");
+      const std::string ran = to_string(ran_impl);
       const int k = DenseProblem::softmax_step_of(ran);
       pb.d_out->reset_cuda();
       pb.d_lse->reset_cuda();

@@ -234,7 +234,7 @@ class CudaBackendTest : public ::testing::Test {
     std::string why;
     if (!mla::cuda_backend_available(&why)) MLA_SKIP_WITHOUT_CUDA() << "CUDA backend unavailable: " << why;
     std::string error;
-    cuda_ = mla::make_cuda_backend(&error);
+    cuda_ = mla::make_cuda_backend(mla::KernelPolicy{}, &error);
     ASSERT_NE(cuda_, nullptr) << error;
     host_ = mla::make_host_backend();
   }
@@ -879,7 +879,7 @@ TEST_F(CudaBackendTest, ConvertMatchesHostBitForBit) {
   }
 }
 
-// SPEC 6.1: req_id for the full batch, indices and out for the decode rows only. The call must be
+// docs/semantics.md §6.1: req_id for the full batch, indices and out for the decode rows only. The call must be
 // refused with a message that names the mismatch, and nothing written.
 TEST_F(CudaBackendTest, ConvertRefusesMismatchedLengths) {
   const int32_t decode_rows = 4, full_rows = 10, topk = 8;
@@ -936,10 +936,10 @@ TEST_F(CudaBackendTest, ConvertRefusesMismatchedLengths) {
 // A child process (a fault poisons the CUDA context for the rest of its process): a gather from
 // unmapped device memory, then a wait; prints the first error and exits 0 if there was one.
 [[noreturn]] void gather_from_unmapped_memory(bool sync_each) {
-  if (sync_each) ::setenv("MLA_CUDA_SYNC_EACH", "1", 1);
-  else ::unsetenv("MLA_CUDA_SYNC_EACH");
+  mla::KernelPolicy policy;
+  policy.sync_each = sync_each;
   std::string error;
-  const std::unique_ptr<Backend> cuda = mla::make_cuda_backend(&error);
+  const std::unique_ptr<Backend> cuda = mla::make_cuda_backend(policy, &error);
   if (!cuda) print_and_exit("no CUDA backend: " + error, 2);
   const int32_t zero = 0;
   void *bt = nullptr, *ws = nullptr, *dst = nullptr;
@@ -969,7 +969,7 @@ TEST_F(CudaBackendTest, ConvertRefusesMismatchedLengths) {
 }
 
 // An execution fault surfaces at the next wait for the stream; its message names the operations
-// issued since the last wait, and with MLA_CUDA_SYNC_EACH=1 the operation right after which it
+// issued since the last wait, and with the policy's sync_each the operation right after which it
 // waited. Each in a fresh process ("threadsafe" death tests re-run this binary).
 TEST(CudaBackendFaults, AFaultNamesTheOperationsSinceTheLastWait) {
   std::string why;
@@ -978,7 +978,7 @@ TEST(CudaBackendFaults, AFaultNamesTheOperationsSinceTheLastWait) {
   EXPECT_EXIT(gather_from_unmapped_memory(false), ::testing::ExitedWithCode(0),
               "cudaStreamSynchronize \\(operations since the last wait: gather; MLA_CUDA_SYNC_EACH=1 waits after each");
   EXPECT_EXIT(gather_from_unmapped_memory(true), ::testing::ExitedWithCode(0),
-              "cudaStreamSynchronize after gather \\(MLA_CUDA_SYNC_EACH=1\\) \\(operations since the last wait: gather\\)");
+              "cudaStreamSynchronize after gather \\(sync_each\\) \\(operations since the last wait: gather\\)");
 }
 
 }  // namespace

@@ -1,0 +1,20 @@
+// The sparse MQA family's shared constants: what the launcher sizes grids with and what the
+// implementations' kernels (sparse_mqa_simple.cu, sparse_mqa_tc.cu, sparse_mqa_wgmma.cu) and their
+// staging helpers (sparse_mqa_device.cuh) agree on. CUDA-free.
+#pragma once
+
+namespace mla::sparse_dev {
+
+inline constexpr int kTile = 64;  // top-k columns per tile (every implementation)
+
+// Heads per CTA; blockIdx.x = item * head_groups + group with head_groups = ceil(num_heads / heads).
+inline constexpr int kSimpleHeads = 16;
+inline constexpr int kTcHeads = 64;
+inline constexpr int kWgmmaHeads = 64;
+
+// The staging helpers of the tensor-core kernels (`tc` and `wgmma`): 8 warps, 64 heads and
+// 64-entry tiles per CTA.
+inline constexpr int kStageWarps = 8;
+inline constexpr int kStageHeads = 64;
+
+}  // namespace mla::sparse_dev

@@ -1,0 +1,126 @@
+// launch_sparse_mqa (sparse_mqa_launcher.h): validation, the choice between the implementations
+// (sparse_mqa_impls.h), the kernels' argument block and grid, then the combine step.
+#include "kernels/cuda/sparse_mqa/sparse_mqa_launcher.h"
+
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/device_io.cuh"
+#include "kernels/cuda/sparse_mqa/sparse_mqa_config.h"
+#include "kernels/cuda/sparse_mqa/sparse_mqa_device.cuh"
+#include "kernels/cuda/sparse_mqa/sparse_mqa_impls.h"
+
+#if !defined(MLA_HAVE_WGMMA)
+#define MLA_HAVE_WGMMA 0
+#endif
+
+namespace mla {
+namespace {
+
+using cuda_io::aligned_to;
+
+// What runs for `requested` on `device` (`optin` bytes of shared memory per block) with inputs
+// that are (not) `aligned` (inputs_aligned).
+SparseMqaImpl choose_impl(SparseMqaImpl requested, bool aligned, int device, int optin) {
+#if MLA_HAVE_WGMMA
+  if (requested == SparseMqaImpl::kWgmma && aligned && optin >= sparse_wgmma::smem_bytes() &&
+      sparse_wgmma::runs_on(device)) {
+    return SparseMqaImpl::kWgmma;
+  }
+#else
+  (void)device;
+#endif
+  return requested != SparseMqaImpl::kSimple && aligned && optin >= sparse_tc::smem_bytes() ? SparseMqaImpl::kTc
+                                                                                            : SparseMqaImpl::kSimple;
+}
+
+// The alignment the cp.async kernels need (choose_impl).
+bool cache_aligned(const SparseMqaParams& p) { return aligned_to(p.cache.data, 16) && p.cache.page_stride_bytes % 16 == 0; }
+bool inputs_aligned(const SparseMqaParams& p) {
+  return cache_aligned(p) && aligned_to(p.out_lat, 4) && aligned_to(p.partial_out, 8);
+}
+
+Status chosen(SparseMqaImpl requested, bool aligned, int device, SparseMqaImpl* runs) {
+  int optin = 0;
+  MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  *runs = choose_impl(requested, aligned, device, optin);
+  return Status();
+}
+
+}  // namespace
+
+Status launch_sparse_mqa(const SparseMqaParams& p, SparseMqaImpl requested, cudaStream_t stream) {
+  MLA_RETURN_IF_ERROR(p.validate());
+  const SparseMqaMetadata& md = p.metadata;
+  if (md.num_items == 0 && md.num_tokens_planned == 0) return Status();
+
+  sparse_dev::SparseArgs args{};
+  args.q_nope = p.q_nope_lat;
+  args.q_nope_ts = p.q_nope_token_stride;
+  args.q_nope_hs = p.q_nope_head_stride;
+  args.q_pe = p.q_pe;
+  args.q_pe_ts = p.q_pe_token_stride;
+  args.q_pe_hs = p.q_pe_head_stride;
+  args.num_heads = p.num_heads;
+  args.indices = p.indices;
+  args.indices_row_stride = p.indices_row_stride;
+  args.topk = p.topk;
+  args.cache = p.cache.data;
+  args.num_slots = p.cache.num_slots();
+  args.block_size = p.cache.block_size;
+  args.page_stride = p.cache.page_stride_bytes;
+  args.scale = p.scale;
+  args.out_lat = p.out_lat;
+  args.lse = p.lse;
+  args.items = md.items;
+  args.partial_out = p.partial_out;
+  args.partial_lse = p.partial_lse;
+  args.q_vec = aligned_to(p.q_nope_lat, 16) && aligned_to(p.q_pe, 16) && p.q_nope_token_stride % 8 == 0 &&
+               p.q_nope_head_stride % 8 == 0 && p.q_pe_token_stride % 8 == 0 && p.q_pe_head_stride % 8 == 0;
+
+  if (md.num_items > 0) {
+    int device = 0, optin = 0;
+    MLA_CUDA_CHECK(cudaGetDevice(&device));
+    MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    const SparseMqaImpl runs = choose_impl(requested, inputs_aligned(p), device, optin);
+    const int heads_per_cta = runs == SparseMqaImpl::kWgmma ? sparse_dev::kWgmmaHeads
+                              : runs == SparseMqaImpl::kTc  ? sparse_dev::kTcHeads
+                                                            : sparse_dev::kSimpleHeads;
+    args.head_groups = (p.num_heads + heads_per_cta - 1) / heads_per_cta;
+    const int64_t blocks = static_cast<int64_t>(md.num_items) * args.head_groups;
+    if (blocks > INT_MAX) {
+      return Status::error("launch_sparse_mqa: " + std::to_string(blocks) + " CTAs exceed the grid's x limit");
+    }
+    const dim3 grid(static_cast<unsigned>(blocks));
+    if (runs == SparseMqaImpl::kWgmma) {
+#if MLA_HAVE_WGMMA
+      MLA_RETURN_IF_ERROR(sparse_wgmma::launch(args, grid, stream));
+#endif
+    } else if (runs == SparseMqaImpl::kTc) {
+      MLA_RETURN_IF_ERROR(sparse_tc::launch(args, grid, stream));
+    } else {
+      const int smem = sparse_simple::smem_bytes();
+      if (optin < smem) {
+        return Status::error("launch_sparse_mqa: the device allows " + std::to_string(optin) +
+                             " bytes of shared memory per block; the simple kernel needs " + std::to_string(smem));
+      }
+      MLA_RETURN_IF_ERROR(sparse_simple::launch(args, grid, cache_aligned(p), stream));
+    }
+  }
+
+  if (md.num_tokens_planned > 0) MLA_RETURN_IF_ERROR(sparse_combine::launch(p, stream));
+  return Status();
+}
+
+Status sparse_mqa_implementation(SparseMqaImpl requested, int device, SparseMqaImpl* runs) {
+  return chosen(requested, /*aligned=*/true, device, runs);
+}
+
+Status sparse_mqa_implementation_for(const SparseMqaParams& p, SparseMqaImpl requested, int device,
+                                     SparseMqaImpl* runs) {
+  return chosen(requested, inputs_aligned(p), device, runs);
+}
+
+}  // namespace mla
