@@ -27,7 +27,7 @@
 #include "apps/mla_bench/roofline.h"
 #include "apps/mla_bench/sweep.h"
 #include "kernels/backend.h"
-#include "lib/report.h"
+#include "lib/run/report.h"
 
 namespace {
 

@@ -16,10 +16,10 @@
 
 #include <CLI/CLI.hpp>
 
-#include "lib/injection.h"
-#include "lib/report.h"
-#include "lib/scenario.h"
-#include "lib/suite_runner.h"
+#include "lib/backends/injection.h"
+#include "lib/run/report.h"
+#include "lib/scenario/scenario.h"
+#include "lib/run/suite_runner.h"
 #include "progress.h"
 #include "table.h"
 

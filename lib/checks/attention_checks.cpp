@@ -7,13 +7,13 @@
 #include <numeric>
 
 #include "kernels/common/bf16.h"
-#include "lib/attention_data.h"
-#include "lib/buffer_set.h"
+#include "lib/batch/attention_data.h"
+#include "lib/checks/buffer_set.h"
 #include "lib/checks/attention_check_context.h"
-#include "lib/compare.h"
-#include "lib/forward_pipeline.h"
-#include "lib/sparse_mqa_plan.h"
-#include "lib/rng.h"
+#include "lib/checks/compare.h"
+#include "lib/pipeline/forward_pipeline.h"
+#include "lib/pipeline/sparse_mqa_plan.h"
+#include "lib/batch/rng.h"
 #include "reference/attention_reference.h"
 #include "reference/forward_reference.h"
 

@@ -8,11 +8,11 @@
 // the run ends in OOB rather than a crash.
 #include <optional>
 
-#include "lib/buffer_set.h"
+#include "lib/checks/buffer_set.h"
 #include "lib/checks/check_context.h"
-#include "lib/compare.h"
-#include "lib/rng.h"
-#include "lib/topk_indices.h"
+#include "lib/checks/compare.h"
+#include "lib/batch/rng.h"
+#include "lib/batch/topk_indices.h"
 
 namespace mla {
 

@@ -7,9 +7,9 @@
 // Injections: ignore-seq-starts passes no seq_starts; flat-fp8-gather reads the cache through the
 // plain-fp8 gather (576 flat bytes per 656-byte entry, one global scale).
 #include "kernels/common/ds_mla_entry.h"
-#include "lib/buffer_set.h"
+#include "lib/checks/buffer_set.h"
 #include "lib/checks/check_context.h"
-#include "lib/compare.h"
+#include "lib/checks/compare.h"
 
 namespace mla {
 

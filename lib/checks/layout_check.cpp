@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "lib/checks/check_context.h"
-#include "lib/kv_cache_spec.h"
+#include "lib/checks/kv_cache_spec.h"
 
 namespace mla {
 

@@ -2,10 +2,10 @@
 // the whole cache must equal the reference's bytes, skipped tokens (slot -1, slot past the pool)
 // and unused slots and page padding untouched.
 #include "kernels/common/ds_mla_entry.h"
-#include "lib/buffer_set.h"
+#include "lib/checks/buffer_set.h"
 #include "lib/checks/check_context.h"
-#include "lib/compare.h"
-#include "lib/rng.h"
+#include "lib/checks/compare.h"
+#include "lib/batch/rng.h"
 
 namespace mla {
 

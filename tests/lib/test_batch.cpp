@@ -1,5 +1,5 @@
 // lib/batch: decode counting, block tables and page orders, slots, chunked-context expansion.
-#include "lib/batch.h"
+#include "lib/batch/batch.h"
 
 #include <gtest/gtest.h>
 

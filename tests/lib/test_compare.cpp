@@ -1,4 +1,4 @@
-#include "lib/compare.h"
+#include "lib/checks/compare.h"
 
 #include <gtest/gtest.h>
 

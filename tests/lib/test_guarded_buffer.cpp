@@ -1,4 +1,4 @@
-#include "lib/guarded_buffer.h"
+#include "lib/checks/guarded_buffer.h"
 
 #include <gtest/gtest.h>
 

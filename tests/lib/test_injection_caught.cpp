@@ -3,8 +3,8 @@
 // passes. This is the harness proving it catches SPEC.md section 6.
 #include <gtest/gtest.h>
 
-#include "lib/injection.h"
-#include "lib/scenario_run.h"
+#include "lib/backends/injection.h"
+#include "lib/run/scenario_run.h"
 
 namespace mla {
 namespace {

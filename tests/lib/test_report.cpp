@@ -1,4 +1,4 @@
-#include "lib/report.h"
+#include "lib/run/report.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 // lib/rng.h uses size_t without including <cstddef> (reported; not this file's to fix).
 #include <cstddef>
 
-#include "lib/rng.h"
+#include "lib/batch/rng.h"
 
 #include <gtest/gtest.h>
 

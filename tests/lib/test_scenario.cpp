@@ -1,6 +1,6 @@
 // lib/scenario: defaults, every validation rule (each error names the file and the JSON path),
 // generated batches and the seed override, file listing, and the shipped suite.
-#include "lib/scenario.h"
+#include "lib/scenario/scenario.h"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 #include <set>
 #include <string>
 
-#include "lib/batch.h"
+#include "lib/batch/batch.h"
 
 namespace mla {
 namespace {

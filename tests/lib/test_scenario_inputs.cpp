@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "lib/forwarding_backend.h"
-#include "lib/scenario_run.h"
+#include "lib/backends/forwarding_backend.h"
+#include "lib/run/scenario_run.h"
 
 namespace mla {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "lib/sparse_mqa_plan.h"
+#include "lib/pipeline/sparse_mqa_plan.h"
 
 namespace {
 

@@ -2,7 +2,7 @@
 // suite's order, a crash or hang confined to its scenario, per-process timeouts, no process left
 // behind. The crash / hang come from the runner's test hooks (MLA_CHECK_TEST_CRASH / _HANG name a
 // scenario that crashes / hangs right after its first check).
-#include "lib/suite_runner.h"
+#include "lib/run/suite_runner.h"
 
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@
 
 #include <sys/wait.h>
 
-#include "lib/report.h"
+#include "lib/run/report.h"
 
 namespace mla {
 namespace {

@@ -39,8 +39,8 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/dense_mha_wgmma.h"
 #include "kernels/host/host_kernels.h"
-#include "lib/rng.h"
-#include "lib/sparse_mqa_plan.h"
+#include "lib/batch/rng.h"
+#include "lib/pipeline/sparse_mqa_plan.h"
 
 namespace {
 
