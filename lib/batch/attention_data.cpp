@@ -58,8 +58,8 @@ AttentionData make_attention_data(const Scenario& s, const Batch& b, const Cache
       ctx_pe.insert(ctx_pe.end(), &cache.k_pe[static_cast<size_t>(row) * kDr], &cache.k_pe[static_cast<size_t>(row + 1) * kDr]);
       ctx_slots.push_back(b.all_slots[static_cast<size_t>(row)]);
     }
-  d.context_cache.assign(static_cast<size_t>(b.geometry.bytes()), kUnusedCacheByte);
-  ref::pack(ctx_kv, ctx_pe, ctx_slots, b.geometry, d.context_cache);
+  d.context_cache.assign(static_cast<size_t>(b.layout.cache_bytes()), kUnusedCacheByte);
+  ref::pack(ctx_kv, ctx_pe, ctx_slots, reference_geometry(b.layout), d.context_cache);
   return d;
 }
 

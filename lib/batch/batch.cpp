@@ -25,26 +25,34 @@ std::vector<int32_t> page_order(PageOrder order, int64_t num_blocks, uint64_t se
   return pages;
 }
 
-std::vector<ResolvedGather> chunked_context_gathers(const std::string& name, const std::vector<int32_t>& context_lens,
-                                                    int64_t chunk_rows) {
-  std::vector<ResolvedGather> out;
+std::vector<ContextChunk> context_chunks(const std::vector<int32_t>& context_lens, int64_t chunk_rows) {
+  std::vector<ContextChunk> out;
   const int64_t max_context = context_lens.empty() ? 0 : *std::max_element(context_lens.begin(), context_lens.end());
   const int64_t num_chunks = max_context <= 0 ? 0 : (max_context + chunk_rows - 1) / chunk_rows;
   for (int64_t i = 0; i < num_chunks; ++i) {
-    ResolvedGather g;
-    g.name = name + "[" + std::to_string(i) + "]";
-    const int64_t chunk_start = i * chunk_rows;
-    int64_t rows = 0;
+    ContextChunk c;
+    c.start = i * chunk_rows;
     for (int32_t context : context_lens) {
-      g.workspace_starts.push_back(static_cast<int32_t>(rows));
-      const int64_t end = std::min<int64_t>(chunk_start + chunk_rows, context);
-      rows += std::max<int64_t>(0, end - chunk_start);
+      const int64_t end = std::min<int64_t>(c.start + chunk_rows, context);
+      c.lens.push_back(static_cast<int32_t>(std::max<int64_t>(0, end - c.start)));
+      c.rows += c.lens.back();
     }
-    g.seq_starts = std::vector<int32_t>(context_lens.size(), static_cast<int32_t>(chunk_start));
-    g.num_rows = rows;
-    out.push_back(std::move(g));
+    out.push_back(std::move(c));
   }
   return out;
+}
+
+ResolvedGather chunk_gather(const std::string& name, int64_t index, const ContextChunk& chunk) {
+  ResolvedGather g;
+  g.name = name + "[" + std::to_string(index) + "]";
+  int64_t rows = 0;
+  for (int32_t len : chunk.lens) {
+    g.workspace_starts.push_back(static_cast<int32_t>(rows));
+    rows += len;
+  }
+  g.seq_starts = std::vector<int32_t>(chunk.lens.size(), static_cast<int32_t>(chunk.start));
+  g.num_rows = chunk.rows;
+  return g;
 }
 
 Batch materialise(const Scenario& s) {
@@ -71,43 +79,43 @@ Batch materialise(const Scenario& s) {
 
   // Pool and geometry.
   const int64_t needed = blocks_needed(s.batch, B);
-  b.geometry.num_blocks = s.cache.num_blocks > 0 ? s.cache.num_blocks : needed + s.cache.spare_blocks;
-  b.geometry.block_size = B;
-  b.geometry.page_stride_bytes = static_cast<int64_t>(B) * ref::kEntryBytes + s.cache.page_padding_bytes;
+  PagedLayout& l = b.layout;
+  l.num_blocks = s.cache.num_blocks > 0 ? s.cache.num_blocks : needed + s.cache.spare_blocks;
+  l.block_size = B;
+  l.page_stride_bytes = static_cast<int64_t>(B) * DsMlaEntry::kBytes + s.cache.page_padding_bytes;
 
   // Block table: width = widest request + extra columns; entries inside the width that hold no
   // page are -1. The stride padding past the width holds a real page (the first of the pool in
   // page order), so a kernel that ignores the width reads wrong data instead of a harmless -1.
   int32_t widest = 0;
   for (int32_t len : b.seq_lens) widest = std::max(widest, static_cast<int32_t>((int64_t{len} + B - 1) / B));
-  ref::BlockTable& bt = b.block_table;
-  bt.num_reqs = b.num_reqs;
-  bt.width = widest + s.block_table.extra_columns;
-  bt.stride = int64_t{bt.width} + s.block_table.stride_padding;
-  bt.data.assign(static_cast<size_t>(bt.num_reqs * bt.stride), -1);
+  l.num_reqs = b.num_reqs;
+  l.block_table_width = widest + s.block_table.extra_columns;
+  l.block_table_stride = int64_t{l.block_table_width} + s.block_table.stride_padding;
+  l.block_table.assign(static_cast<size_t>(l.num_reqs * l.block_table_stride), -1);
   // Pages are handed out request-major, logical block order, from the pool in page order; the
   // pages left over are the spares (never referenced, NaN-filled by whoever builds the cache).
-  const std::vector<int32_t> pages = page_order(s.cache.page_order, b.geometry.num_blocks, s.seed);
+  const std::vector<int32_t> pages = page_order(s.cache.page_order, l.num_blocks, s.seed);
   size_t next_page = 0;
   for (int32_t r = 0; r < b.num_reqs; ++r) {
     const int64_t blocks = (int64_t{b.seq_lens[r]} + B - 1) / B;
-    for (int64_t c = 0; c < blocks; ++c) bt.data[static_cast<size_t>(r * bt.stride + c)] = pages[next_page++];
-    for (int64_t c = bt.width; c < bt.stride; ++c) bt.data[static_cast<size_t>(r * bt.stride + c)] = pages[0];
+    int32_t* row = &l.block_table[static_cast<size_t>(r * l.block_table_stride)];
+    for (int64_t c = 0; c < blocks; ++c) row[c] = pages[next_page++];
+    for (int64_t c = l.block_table_width; c < l.block_table_stride; ++c) row[c] = pages[0];
   }
 
   // Slot of every cached position.
   b.slot_offsets.push_back(0);
   for (int32_t r = 0; r < b.num_reqs; ++r) {
-    for (int32_t p = 0; p < b.seq_lens[r]; ++p)
-      b.all_slots.push_back(static_cast<int64_t>(bt.at(r, p / B)) * B + p % B);
+    for (int32_t p = 0; p < b.seq_lens[r]; ++p) b.all_slots.push_back(l.slot(r, p));
     b.slot_offsets.push_back(static_cast<int64_t>(b.all_slots.size()));
   }
 
   // Gather cases, file order; a chunked case expands in place.
   for (const GatherCase& g : s.gathers) {
     if (g.chunked_context_rows) {
-      for (ResolvedGather& chunk : chunked_context_gathers(g.name, b.context_lens, *g.chunked_context_rows))
-        b.gathers.push_back(std::move(chunk));
+      const std::vector<ContextChunk> chunks = context_chunks(b.context_lens, *g.chunked_context_rows);
+      for (size_t i = 0; i < chunks.size(); ++i) b.gathers.push_back(chunk_gather(g.name, static_cast<int64_t>(i), chunks[i]));
     } else {
       b.gathers.push_back(ResolvedGather{g.name, g.workspace_starts, g.seq_starts, g.num_rows});
     }

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "lib/batch/paged_layout.h"
 #include "lib/scenario/scenario.h"
-#include "reference/cache_reference.h"
 
 namespace mla {
 
@@ -29,8 +29,7 @@ struct Batch {
   std::vector<int32_t> req_id_per_token;   // [num_tokens]
   std::vector<int32_t> token_pos;          // [num_tokens] position of each new token in its request
 
-  ref::CacheGeometry geometry;             // num_blocks, block_size, page stride
-  ref::BlockTable block_table;             // [num_reqs, stride]; unused columns -1
+  PagedLayout layout;                      // the pool and the block table; unused columns -1
   // Slot of every cached token of every request (context and new), request-major:
   // request r's token p is all_slots[slot_offsets[r] + p]. Tokens in the cache = sum seq_lens.
   std::vector<int64_t> all_slots;
@@ -48,11 +47,19 @@ Batch materialise(const Scenario& s);
 // Shuffled uses Rng(seed).fork(kRngStreamPageOrder).
 std::vector<int32_t> page_order(PageOrder order, int64_t num_blocks, uint64_t seed);
 
-// The dense-prefill context gathers of one chunk size (SPEC 2, 4.2): chunk i of request r covers
-// context positions [i*chunk_rows, min((i+1)*chunk_rows, context_lens[r])), possibly empty.
-// Named "NAME[i]"; no chunks when no request has context.
-std::vector<ResolvedGather> chunked_context_gathers(const std::string& name,
-                                                    const std::vector<int32_t>& context_lens,
-                                                    int64_t chunk_rows);
+// One chunk of the dense-prefill context gather (docs/semantics.md §2, §4.2): request r's context
+// positions [start, start + lens[r]), possibly empty, in workspace rows laid out request after request.
+struct ContextChunk {
+  int64_t start = 0;          // the seq_starts of every request
+  std::vector<int32_t> lens;  // [num_reqs] rows of each request in this chunk
+  int64_t rows = 0;           // sum of lens
+};
+
+// The chunks of one chunk size: chunk i covers positions [i*chunk_rows, min((i+1)*chunk_rows,
+// context_lens[r])) of request r. No chunks when no request has context.
+std::vector<ContextChunk> context_chunks(const std::vector<int32_t>& context_lens, int64_t chunk_rows);
+
+// A chunk as a gather case named "NAME[i]": workspace_starts are the exclusive prefix sums of lens.
+ResolvedGather chunk_gather(const std::string& name, int64_t index, const ContextChunk& chunk);
 
 }  // namespace mla

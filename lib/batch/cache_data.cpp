@@ -33,8 +33,8 @@ CacheData make_cache_data(const Scenario& s, const Batch& b, bool large_tiles) {
   d.k_pe.resize(static_cast<size_t>(tokens) * 64);
   Rng rng = Rng(s.seed).fork(kStreamLatent);
   for (int64_t t = 0; t < tokens; ++t) fill_token(rng, t, large_tiles, &d.kv_c[t * 512], &d.k_pe[t * 64]);
-  d.ref_cache.assign(static_cast<size_t>(b.geometry.bytes()), kUnusedCacheByte);
-  ref::pack(d.kv_c, d.k_pe, b.all_slots, b.geometry, d.ref_cache);
+  d.ref_cache.assign(static_cast<size_t>(b.layout.cache_bytes()), kUnusedCacheByte);
+  ref::pack(d.kv_c, d.k_pe, b.all_slots, reference_geometry(b.layout), d.ref_cache);
   return d;
 }
 

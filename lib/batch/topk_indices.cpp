@@ -26,8 +26,8 @@ void pick_visible_topk(Rng& rng, int64_t pos, int32_t k, int32_t* row) {
 }
 
 void apply_invalid_mix(Rng& rng, const InvalidMix& mix, const Batch& b, int32_t req, int32_t* row, int32_t k) {
-  const int32_t B = b.geometry.block_size;
-  const int32_t width = b.block_table.width;
+  const int32_t B = b.layout.block_size;
+  const int32_t width = b.layout.block_table_width;
   const int32_t needed = static_cast<int32_t>((b.seq_lens[static_cast<size_t>(req)] + B - 1) / B);
   for (int32_t j = 0; j < k; ++j) {
     double u = rng.uniform01();

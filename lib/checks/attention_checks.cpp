@@ -77,11 +77,11 @@ std::vector<int32_t> sparse_indices(const AttentionCheckContext& ctx) {
   in.req_id = b.req_id_per_token;
   in.indices = ctx.data.topk_pos;
   in.topk = ctx.data.topk;
-  in.block_table = b.block_table;
-  in.block_size = b.geometry.block_size;
+  in.block_table = reference_block_table(b.layout);
+  in.block_size = b.layout.block_size;
   std::vector<int32_t> slots = ref::convert(in).out;
   Rng rng = Rng(ctx.scenario.seed).fork(kStreamKernelInputs);
-  const int64_t capacity = b.geometry.num_blocks * b.geometry.block_size;
+  const int64_t capacity = b.layout.num_slots();
   for (auto& s : slots) {
     const uint64_t u = rng.below(64);
     if (u == 0) s = -1;
@@ -101,7 +101,7 @@ struct SparseRun {
 // One sparse-MQA launch over T tokens on a given cache, with a plan of target_items.
 SparseRun run_sparse_kernel(Backend& be, BufferSet& bufs, const LatentQuery& q, int64_t T, int32_t H,
                             const std::vector<int32_t>& slots, int32_t K, const std::vector<uint8_t>& cache,
-                            const ref::CacheGeometry& geo, float scale, int32_t target_items) {
+                            const PagedLayout& layout, float scale, int32_t target_items) {
   const SparseMqaPlan plan = plan_sparse_mqa(static_cast<int32_t>(T), K, target_items);
   SparseMqaParams p;
   p.q_nope_lat = bufs.input(q.nope);
@@ -115,7 +115,7 @@ SparseRun run_sparse_kernel(Backend& be, BufferSet& bufs, const LatentQuery& q, 
   p.indices = bufs.input(slots);
   p.indices_row_stride = K;
   p.topk = K;
-  p.cache = {bufs.input(cache), geo.num_blocks, geo.block_size, geo.page_stride_bytes};
+  p.cache = cache_view(layout, bufs.input(cache));
   p.scale = scale;
   GuardedBuffer& out = bufs.output<bf16_t>(static_cast<size_t>(T) * H * kDc, kPoisonByte);
   GuardedBuffer& lse = bufs.output<float>(static_cast<size_t>(T) * H, kPoisonByte);
@@ -148,8 +148,8 @@ ref::ForwardInputs reference_inputs(const AttentionCheckContext& ctx, bool force
   in.w_uv = ctx.data.w_uv;
   in.kv_c = ctx.cache.kv_c;
   in.k_pe = ctx.cache.k_pe;
-  in.geometry = b.geometry;
-  in.block_table = b.block_table;
+  in.geometry = reference_geometry(b.layout);
+  in.block_table = reference_block_table(b.layout);
   in.topk_positions = ctx.data.topk_pos;
   in.topk = ctx.data.topk;
   in.scale = ctx.scenario.model.scale;
@@ -192,7 +192,8 @@ std::vector<CheckResult> run_sparse_mqa_check(const AttentionCheckContext& ctx) 
     if (!slots.empty()) return;
     q = latent_query(ctx.data, T);
     slots = sparse_indices(ctx);
-    ref_res = ref::sparse_mqa(q.both, H, slots, K, ctx.cache.ref_cache, ctx.batch.geometry, ctx.scenario.model.scale);
+    ref_res = ref::sparse_mqa(q.both, H, slots, K, ctx.cache.ref_cache, reference_geometry(ctx.batch.layout),
+                              ctx.scenario.model.scale);
   };
   // The same call with every token's top-k range split into 64-column items (combine step) and
   // unsplit (one item per token, written directly).
@@ -205,7 +206,7 @@ std::vector<CheckResult> run_sparse_mqa_check(const AttentionCheckContext& ctx) 
       const int32_t target = split ? static_cast<int32_t>(std::min<int64_t>(T * column_blocks, INT32_MAX)) : 1;
       BufferSet bufs(ctx.backend);
       const SparseRun run = run_sparse_kernel(ctx.backend, bufs, q, T, H, slots, K, ctx.cache.ref_cache,
-                                              ctx.batch.geometry, static_cast<float>(ctx.scenario.model.scale), target);
+                                              ctx.batch.layout, static_cast<float>(ctx.scenario.model.scale), target);
       CheckResult r;
       const AttentionTolerances& tol = ctx.scenario.attention.tolerances;
       r.metrics = compare_out_and_lse(ref_res.out, widen_bf16(run.out_lat), tol.sparse_mqa, ref_res.lse,
@@ -411,7 +412,7 @@ std::vector<CheckResult> run_dcp_check(const AttentionCheckContext& ctx) {
   const int32_t W = ctx.scenario.attention.dcp_world_size, I = ctx.scenario.attention.dcp_interleave;
   return {timed_check("dcp/" + std::to_string(W) + "_ranks", "dcp", [&] {
     const Batch& b = ctx.batch;
-    const int32_t H = ctx.data.heads, K = ctx.data.topk, B = b.geometry.block_size;
+    const int32_t H = ctx.data.heads, K = ctx.data.topk, B = b.layout.block_size;
     const int64_t T = b.num_tokens;
     const LatentQuery q = latent_query(ctx.data, T);
     BufferSet bufs(ctx.backend);
@@ -419,17 +420,19 @@ std::vector<CheckResult> run_dcp_check(const AttentionCheckContext& ctx) {
     for (int32_t rank = 0; rank < W; ++rank) {
       // The rank's own cache shard: each request's owned positions at their local positions, in a
       // pool and block table of its own.
-      ref::BlockTable bt;
-      bt.num_reqs = b.num_reqs;
+      PagedLayout shard;
+      shard.num_reqs = b.num_reqs;
       int32_t width = 1;
       for (int32_t len : b.seq_lens) width = std::max<int32_t>(width, static_cast<int32_t>((len / W + I + B - 1) / B + 1));
-      bt.width = width;
-      bt.stride = width;
-      bt.data.assign(static_cast<size_t>(bt.num_reqs) * width, -1);
+      shard.block_table_width = width;
+      shard.block_table_stride = width;
+      shard.block_table.assign(static_cast<size_t>(shard.num_reqs) * width, -1);
       int32_t next = 0;
       for (int32_t r = 0; r < b.num_reqs; ++r)
-        for (int32_t c = 0; c < width; ++c) bt.data[static_cast<size_t>(r) * width + c] = next++;
-      ref::CacheGeometry geo{next, B, int64_t{B} * ref::kEntryBytes};
+        for (int32_t c = 0; c < width; ++c) shard.block_table[static_cast<size_t>(r) * width + c] = next++;
+      shard.num_blocks = next;
+      shard.block_size = B;
+      shard.page_stride_bytes = int64_t{B} * DsMlaEntry::kBytes;
       std::vector<uint16_t> kv, pe;
       std::vector<int64_t> slots;
       for (int32_t r = 0; r < b.num_reqs; ++r)
@@ -439,10 +442,10 @@ std::vector<CheckResult> run_dcp_check(const AttentionCheckContext& ctx) {
           kv.insert(kv.end(), &ctx.cache.kv_c[row * kDc], &ctx.cache.kv_c[(row + 1) * kDc]);
           pe.insert(pe.end(), &ctx.cache.k_pe[row * kDr], &ctx.cache.k_pe[(row + 1) * kDr]);
           const int64_t lp = ref::dcp_local_position(p, W, I);
-          slots.push_back(int64_t{bt.at(r, lp / B)} * B + lp % B);
+          slots.push_back(shard.slot(r, lp));
         }
-      std::vector<uint8_t> cache(static_cast<size_t>(geo.bytes()), kUnusedCacheByte);
-      ref::pack(kv, pe, slots, geo, cache);
+      std::vector<uint8_t> cache(static_cast<size_t>(shard.cache_bytes()), kUnusedCacheByte);
+      ref::pack(kv, pe, slots, reference_geometry(shard), cache);
 
       // The backend converts this rank's indices and attends over its shard.
       ConvertParams c;
@@ -452,10 +455,7 @@ std::vector<CheckResult> run_dcp_check(const AttentionCheckContext& ctx) {
       c.indices_rows = T;
       c.topk = K;
       c.indices_row_stride = K;
-      c.block_table = bufs.input(bt.data);
-      c.num_reqs = bt.num_reqs;
-      c.block_table_width = bt.width;
-      c.block_table_stride = bt.stride;
+      set_block_table(shard, bufs.input(shard.block_table), c);
       c.block_size = B;
       GuardedBuffer& local_slots = bufs.output<int32_t>(static_cast<size_t>(T) * K, kPoisonByte);
       c.out = local_slots.as<int32_t>();
@@ -467,7 +467,7 @@ std::vector<CheckResult> run_dcp_check(const AttentionCheckContext& ctx) {
       std::vector<int32_t> rank_slots;
       must(ctx.backend.synchronize());
       must(local_slots.download(rank_slots));
-      const SparseRun run = run_sparse_kernel(ctx.backend, bufs, q, T, H, rank_slots, K, cache, geo,
+      const SparseRun run = run_sparse_kernel(ctx.backend, bufs, q, T, H, rank_slots, K, cache, shard,
                                               static_cast<float>(ctx.scenario.model.scale), 264);
       rank_out.push_back(&bufs.in_out(run.out_lat));
       rank_lse.push_back(&bufs.in_out(run.lse));
@@ -503,10 +503,10 @@ std::vector<CheckResult> run_dcp_check(const AttentionCheckContext& ctx) {
     in.req_id = b.req_id_per_token;
     in.indices = ctx.data.topk_pos;
     in.topk = K;
-    in.block_table = b.block_table;
+    in.block_table = reference_block_table(b.layout);
     in.block_size = B;
     const ref::AttentionResult single = ref::sparse_mqa(q.both, H, ref::convert(in).out, K, ctx.cache.ref_cache,
-                                                        b.geometry, ctx.scenario.model.scale);
+                                                        reference_geometry(b.layout), ctx.scenario.model.scale);
     const AttentionTolerances& tol = ctx.scenario.attention.tolerances;
     CheckResult r;
     r.metrics = compare_out_and_lse(single.out, widen_bf16(got_out), tol.dcp, single.lse, widen_f32(got_lse),

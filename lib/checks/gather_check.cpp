@@ -19,12 +19,8 @@ CheckResult gather_one(const CheckContext& ctx, const ResolvedGather& g) {
   const Batch& b = ctx.batch;
   BufferSet bufs(ctx.backend);
   GatherParams p;
-  p.cache = {bufs.input(ctx.cache.ref_cache), b.geometry.num_blocks, b.geometry.block_size,
-             b.geometry.page_stride_bytes};
-  p.block_table = bufs.input(b.block_table.data);
-  p.num_reqs = b.block_table.num_reqs;
-  p.block_table_width = b.block_table.width;
-  p.block_table_stride = b.block_table.stride;
+  p.cache = cache_view(b.layout, bufs.input(ctx.cache.ref_cache));
+  set_block_table(b.layout, bufs.input(b.layout.block_table), p);
   p.workspace_starts = bufs.input(g.workspace_starts);
   if (g.seq_starts && ctx.injection != Injection::kIgnoreSeqStarts) p.seq_starts = bufs.input(*g.seq_starts);
   p.num_rows = g.num_rows;
@@ -47,7 +43,7 @@ CheckResult gather_one(const CheckContext& ctx, const ResolvedGather& g) {
   std::vector<uint16_t> got;
   must(dst.download(got));
   const std::vector<uint16_t> ref =
-      ref::gather(ctx.cache.ref_cache, b.geometry, b.block_table, g.workspace_starts, g.seq_starts, g.num_rows);
+      ref::gather(ctx.cache.ref_cache, reference_geometry(b.layout), reference_block_table(b.layout), g.workspace_starts, g.seq_starts, g.num_rows);
   CheckResult r;
   r.metrics = compare_bf16_exact(ref, got);
   bufs.audit(r.metrics);

@@ -66,10 +66,6 @@ struct DeviceInputs {
   bf16_t* out;  // [T, H, 128]
 };
 
-PagedCacheView cache_view(const Batch& b, uint8_t* data) {
-  return {data, b.geometry.num_blocks, b.geometry.block_size, b.geometry.page_stride_bytes};
-}
-
 // Gathers, per prefill request, `lens[i]` cached positions starting at starts[i] into rows
 // [sum lens, 576]. Requests are the prefills (block-table rows from first_req).
 bf16_t* gather_rows(Backend& be, BufferSet& bufs, const Batch& b, const DeviceInputs& dev, int32_t first_req,
@@ -77,11 +73,9 @@ bf16_t* gather_rows(Backend& be, BufferSet& bufs, const Batch& b, const DeviceIn
   const std::vector<int32_t> cu = prefix_sums(lens);
   const int64_t rows = cu.back();
   GatherParams g;
-  g.cache = cache_view(b, dev.cache);
-  g.block_table = dev.block_table + static_cast<int64_t>(first_req) * b.block_table.stride;
+  g.cache = cache_view(b.layout, dev.cache);
+  set_block_table(b.layout, dev.block_table + static_cast<int64_t>(first_req) * b.layout.block_table_stride, g);
   g.num_reqs = static_cast<int32_t>(lens.size());
-  g.block_table_width = b.block_table.width;
-  g.block_table_stride = b.block_table.stride;
   g.workspace_starts = bufs.input(std::vector<int32_t>(cu.begin(), cu.end() - 1));
   if (inj != Injection::kIgnoreSeqStarts) g.seq_starts = bufs.input(starts);
   g.num_rows = rows;
@@ -166,20 +160,16 @@ int64_t run_dense(Backend& be, BufferSet& bufs, const Batch& b, const AttentionD
   if (max_ctx == 0) return 0;
   const int32_t with_ctx = static_cast<int32_t>(std::count_if(ctx_lens.begin(), ctx_lens.end(), [](int32_t c) { return c > 0; }));
   int64_t chunk = cfg.workspace_rows > 0 ? std::max<int64_t>(1, cfg.workspace_rows / with_ctx) : max_ctx;
-  if (chunk >= b.geometry.block_size) chunk -= chunk % b.geometry.block_size;
+  if (chunk >= b.layout.block_size) chunk -= chunk % b.layout.block_size;
   int64_t chunks = 0;
   bf16_t* out_c = bufs.output<bf16_t>(static_cast<size_t>(tp) * H * kDv, kPoisonByte).as<bf16_t>();
   float* lse_c = bufs.output<float>(static_cast<size_t>(tp) * H, kPoisonByte).as<float>();
-  // The chunks are the same as a scenario's chunked-context gather cases (lib/batch.h).
-  for (const ResolvedGather& g : chunked_context_gathers("context", ctx_lens, chunk)) {
-    std::vector<int32_t> lens(ctx_lens.size());
-    for (size_t r = 0; r < ctx_lens.size(); ++r)
-      lens[r] = static_cast<int32_t>((r + 1 < ctx_lens.size() ? g.workspace_starts[r + 1] : g.num_rows) -
-                                     g.workspace_starts[r]);
-    const int64_t n = g.num_rows;
-    const bf16_t* ctx_rows = gather_rows(be, bufs, b, dev, nd, lens, *g.seq_starts, cfg.injection);
-    const UpProjected kv = up_project(be, bufs, ctx_rows, kDl, n, H, dev.w_uk, dev.w_uv);
-    dense_attention(be, bufs, q_lens, lens, q_nope, q_pe, kv, ctx_rows + kDc, kDl, H, false, cfg.scale, out_c, lse_c);
+  // The chunks are the same as a scenario's chunked-context gather cases (lib/batch/batch.h).
+  for (const ContextChunk& c : context_chunks(ctx_lens, chunk)) {
+    const std::vector<int32_t> starts(c.lens.size(), static_cast<int32_t>(c.start));
+    const bf16_t* ctx_rows = gather_rows(be, bufs, b, dev, nd, c.lens, starts, cfg.injection);
+    const UpProjected kv = up_project(be, bufs, ctx_rows, kDl, c.rows, H, dev.w_uk, dev.w_uv);
+    dense_attention(be, bufs, q_lens, c.lens, q_nope, q_pe, kv, ctx_rows + kDc, kDl, H, false, cfg.scale, out_c, lse_c);
     MergeParams m;
     m.out_a = out;
     m.lse_a = lse;
@@ -223,11 +213,8 @@ void run_sparse(Backend& be, BufferSet& bufs, const Batch& b, const AttentionDat
   c.indices_rows = convert_rows;
   c.topk = K;
   c.indices_row_stride = K;
-  c.block_table = dev.block_table;
-  c.num_reqs = b.block_table.num_reqs;
-  c.block_table_width = b.block_table.width;
-  c.block_table_stride = b.block_table.stride;
-  c.block_size = b.geometry.block_size;
+  set_block_table(b.layout, dev.block_table, c);
+  c.block_size = b.layout.block_size;
   c.out = bufs.output<int32_t>(static_cast<size_t>(ns) * K, kPoisonByte, guard_for(K * sizeof(int32_t))).as<int32_t>();
   c.out_row_stride = K;
   must(be.convert(c));
@@ -253,7 +240,7 @@ void run_sparse(Backend& be, BufferSet& bufs, const Batch& b, const AttentionDat
   p.indices = c.out;
   p.indices_row_stride = K;
   p.topk = K;
-  p.cache = cache_view(b, dev.cache);
+  p.cache = cache_view(b.layout, dev.cache);
   p.scale = cfg.scale;
   p.out_lat = bufs.output<bf16_t>(static_cast<size_t>(ns) * H * kDc, kPoisonByte,
                                   guard_for(size_t{2} * H * kDc)).as<bf16_t>();
@@ -302,7 +289,7 @@ ForwardResult run_forward(Backend& be, BufferSet& bufs, const Batch& b, const At
   dev.new_k_pe = bufs.input(d.new_k_pe);
   dev.w_uk = bufs.input(d.w_uk);
   dev.w_uv = bufs.input(d.w_uv);
-  dev.block_table = bufs.input(b.block_table.data);
+  dev.block_table = bufs.input(b.layout.block_table);
   GuardedBuffer& cache = bufs.in_out(d.context_cache);
   dev.cache = cache.as<uint8_t>();
   GuardedBuffer& out = bufs.output<bf16_t>(static_cast<size_t>(T) * H * kDv, kPoisonByte);
@@ -314,7 +301,7 @@ ForwardResult run_forward(Backend& be, BufferSet& bufs, const Batch& b, const At
   pk.k_pe = dev.new_k_pe;
   pk.slot_mapping = bufs.input(d.new_slots);
   pk.num_tokens = T;
-  pk.cache = cache_view(b, dev.cache);
+  pk.cache = cache_view(b.layout, dev.cache);
   must(be.pack(pk));
 
   // 3. Routing, 4. dense prefills, 5. sparse for the rest.

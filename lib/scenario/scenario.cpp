@@ -580,7 +580,7 @@ void check_sizes(const Scenario& s, int64_t pool) {
   for (size_t i = 0; i < s.gathers.size(); ++i) {
     const GatherCase& g = s.gathers[i];
     if (g.chunked_context_rows) {
-      // One gather call per chunk of the longest context, over every request (chunked_context_gathers).
+      // One gather call per chunk of the longest context, over every request (lib/batch/batch.h: context_chunks).
       int64_t longest = 0;
       for (size_t r = 0; r < s.batch.seq_lens.size(); ++r)
         longest = std::max<int64_t>(longest, int64_t{s.batch.seq_lens[r]} - s.batch.query_lens[r]);

@@ -96,35 +96,35 @@ TEST(Materialise, BlockTableWidthStrideAndPadding) {
   s.block_table.stride_padding = 3;
   s.cache.page_order = PageOrder::kContiguous;
   Batch b = materialise(s);
-  const ref::BlockTable& bt = b.block_table;
-  EXPECT_EQ(bt.num_reqs, 4);
-  EXPECT_EQ(bt.width, 3 + 2);   // widest request: ceil(40 / 16) = 3
-  EXPECT_EQ(bt.stride, 5 + 3);
-  ASSERT_EQ(bt.data.size(), 4u * 8u);
+  const PagedLayout& l = b.layout;
+  EXPECT_EQ(l.num_reqs, 4);
+  EXPECT_EQ(l.block_table_width, 3 + 2);   // widest request: ceil(40 / 16) = 3
+  EXPECT_EQ(l.block_table_stride, 5 + 3);
+  ASSERT_EQ(l.block_table.size(), 4u * 8u);
   const std::vector<int32_t> expected = {
       0, 1, -1, -1, -1, 0, 0, 0,       // 32 tokens: 2 blocks; padding past the width holds a real
       2, 3, 4,  -1, -1, 0, 0, 0,       // 40 tokens: 3 blocks   page (the pool's first), so a
       -1, -1, -1, -1, -1, 0, 0, 0,     // empty request         kernel ignoring the width reads
       5, 6, -1, -1, -1, 0, 0, 0,       // 17 tokens: 2 blocks   wrong data
   };
-  EXPECT_EQ(bt.data, expected);
+  EXPECT_EQ(l.block_table, expected);
 }
 
 TEST(Materialise, AutomaticAndExplicitPoolSize) {
   Scenario s = make_scenario({128, 65}, {1, 1});
   s.cache.spare_blocks = 3;
-  EXPECT_EQ(materialise(s).geometry.num_blocks, 2 + 2 + 3);
+  EXPECT_EQ(materialise(s).layout.num_blocks, 2 + 2 + 3);
   s.cache.num_blocks = 10;
-  EXPECT_EQ(materialise(s).geometry.num_blocks, 10);
+  EXPECT_EQ(materialise(s).layout.num_blocks, 10);
 }
 
 TEST(Materialise, GeometryPageStride) {
   Scenario s = make_scenario({10}, {1}, /*block_size=*/4);
   s.cache.page_padding_bytes = 32;
   Batch b = materialise(s);
-  EXPECT_EQ(b.geometry.block_size, 4);
-  EXPECT_EQ(b.geometry.page_stride_bytes, 4 * 656 + 32);
-  EXPECT_EQ(b.geometry.num_blocks, 3 + 4);
+  EXPECT_EQ(b.layout.block_size, 4);
+  EXPECT_EQ(b.layout.page_stride_bytes, 4 * 656 + 32);
+  EXPECT_EQ(b.layout.num_blocks, 3 + 4);
 }
 
 TEST(Materialise, ReversedPagesDescendFromTheTop) {
@@ -132,30 +132,30 @@ TEST(Materialise, ReversedPagesDescendFromTheTop) {
   s.cache.page_order = PageOrder::kReversed;
   s.cache.num_blocks = 8;
   Batch b = materialise(s);
-  EXPECT_EQ(b.block_table.at(0, 0), 7);
-  EXPECT_EQ(b.block_table.at(1, 0), 6);
-  EXPECT_EQ(b.block_table.at(1, 1), 5);
-  EXPECT_EQ(b.block_table.at(1, 2), -1);
+  EXPECT_EQ(b.layout.block(0, 0), 7);
+  EXPECT_EQ(b.layout.block(1, 0), 6);
+  EXPECT_EQ(b.layout.block(1, 1), 5);
+  EXPECT_EQ(b.layout.block(1, 2), -1);
 }
 
 TEST(Materialise, ShuffledPagesArePermutationAndNotContiguous) {
   Scenario s = make_scenario({512, 1024, 2048, 512, 1024, 2048}, {1, 1, 1, 7, 7, 7});
   s.seed = 5;
   Batch b = materialise(s);
-  const ref::BlockTable& bt = b.block_table;
+  const PagedLayout& l = b.layout;
   std::vector<int32_t> used;
   bool some_request_split = false;
   for (int32_t r = 0; r < b.num_reqs; ++r) {
     const int32_t blocks = (b.seq_lens[r] + 63) / 64;
     for (int32_t c = 0; c < blocks; ++c) {
-      used.push_back(bt.at(r, c));
-      if (c > 0 && bt.at(r, c) != bt.at(r, c - 1) + 1) some_request_split = true;
+      used.push_back(l.block(r, c));
+      if (c > 0 && l.block(r, c) != l.block(r, c - 1) + 1) some_request_split = true;
     }
   }
   std::set<int32_t> distinct(used.begin(), used.end());
   EXPECT_EQ(distinct.size(), used.size());
   EXPECT_GE(*distinct.begin(), 0);
-  EXPECT_LT(*distinct.rbegin(), b.geometry.num_blocks);
+  EXPECT_LT(*distinct.rbegin(), b.layout.num_blocks);
   EXPECT_TRUE(some_request_split);
 
   const std::vector<int32_t> order = page_order(PageOrder::kShuffled, 100, 5);
@@ -180,23 +180,23 @@ TEST(Materialise, SlotsFollowTheBlockTable) {
   for (int32_t r = 0; r < b.num_reqs; ++r) {
     for (int32_t p = 0; p < b.seq_lens[r]; ++p) {
       const int64_t slot = b.all_slots[b.slot_offsets[r] + p];
-      EXPECT_EQ(slot, int64_t{b.block_table.at(r, p / 4)} * 4 + p % 4);
+      EXPECT_EQ(slot, int64_t{b.layout.block(r, p / 4)} * 4 + p % 4);
       distinct.insert(slot);
     }
   }
   EXPECT_EQ(distinct.size(), 27u);
-  EXPECT_LT(*distinct.rbegin(), b.geometry.num_blocks * 4);
+  EXPECT_LT(*distinct.rbegin(), b.layout.num_blocks * 4);
 }
 
 TEST(Materialise, IsAPureFunctionOfTheScenario) {
   Scenario s = make_scenario({300, 200, 100}, {1, 50, 100});
   s.gathers.push_back(GatherCase{"ctx", {}, std::nullopt, 0, 64});
   const Batch a = materialise(s), b = materialise(s);
-  EXPECT_EQ(a.block_table.data, b.block_table.data);
+  EXPECT_EQ(a.layout.block_table, b.layout.block_table);
   EXPECT_EQ(a.all_slots, b.all_slots);
   ASSERT_EQ(a.gathers.size(), b.gathers.size());
   s.seed = 2;
-  EXPECT_NE(materialise(s).block_table.data, a.block_table.data);
+  EXPECT_NE(materialise(s).layout.block_table, a.layout.block_table);
 }
 
 TEST(Materialise, RefusesAnInvalidScenario) {
@@ -208,41 +208,51 @@ TEST(Materialise, RefusesAnInvalidScenario) {
 
 // --- gathers ------------------------------------------------------------------------------------
 
-TEST(ChunkedContext, ExpandsOneGatherPerChunk) {
-  const auto chunks = chunked_context_gathers("ctx", {0, 100, 30, 64}, 32);
+TEST(ChunkedContext, OneChunkPerChunkSizeOfTheLongestContext) {
+  const auto chunks = context_chunks({0, 100, 30, 64}, 32);
   ASSERT_EQ(chunks.size(), 4u);  // ceil(100 / 32)
-  const std::vector<std::vector<int32_t>> ws = {{0, 0, 32, 62}, {0, 0, 32, 32}, {0, 0, 32, 32}, {0, 0, 4, 4}};
+  const std::vector<std::vector<int32_t>> lens = {{0, 32, 30, 32}, {0, 32, 0, 32}, {0, 32, 0, 0}, {0, 4, 0, 0}};
   const std::vector<int64_t> rows = {94, 64, 32, 4};
   for (size_t i = 0; i < chunks.size(); ++i) {
     SCOPED_TRACE(i);
-    EXPECT_EQ(chunks[i].name, "ctx[" + std::to_string(i) + "]");
-    EXPECT_EQ(chunks[i].workspace_starts, ws[i]);
-    ASSERT_TRUE(chunks[i].seq_starts.has_value());
-    EXPECT_EQ(*chunks[i].seq_starts, std::vector<int32_t>(4, static_cast<int32_t>(32 * i)));
-    EXPECT_EQ(chunks[i].num_rows, rows[i]);
+    EXPECT_EQ(chunks[i].start, static_cast<int64_t>(32 * i));
+    EXPECT_EQ(chunks[i].lens, lens[i]);
+    EXPECT_EQ(chunks[i].rows, rows[i]);
+  }
+}
+
+TEST(ChunkedContext, AsAGatherCaseStartsAreThePrefixSumsOfTheLengths) {
+  const auto chunks = context_chunks({0, 100, 30, 64}, 32);
+  const std::vector<std::vector<int32_t>> ws = {{0, 0, 32, 62}, {0, 0, 32, 32}, {0, 0, 32, 32}, {0, 0, 4, 4}};
+  ASSERT_EQ(chunks.size(), ws.size());
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    SCOPED_TRACE(i);
+    const ResolvedGather g = chunk_gather("ctx", static_cast<int64_t>(i), chunks[i]);
+    EXPECT_EQ(g.name, "ctx[" + std::to_string(i) + "]");
+    EXPECT_EQ(g.workspace_starts, ws[i]);
+    ASSERT_TRUE(g.seq_starts.has_value());
+    EXPECT_EQ(*g.seq_starts, std::vector<int32_t>(4, static_cast<int32_t>(32 * i)));
+    EXPECT_EQ(g.num_rows, chunks[i].rows);
   }
 }
 
 TEST(ChunkedContext, RowsCoverEveryContextPositionOnce) {
   const std::vector<int32_t> context = {7, 0, 129, 64, 1};
-  const auto chunks = chunked_context_gathers("c", context, 16);
   std::vector<int64_t> covered(context.size(), 0);
-  for (const auto& g : chunks) {
+  for (const ContextChunk& c : context_chunks(context, 16)) {
     for (size_t r = 0; r < context.size(); ++r) {
-      const int64_t end = r + 1 < context.size() ? g.workspace_starts[r + 1] : g.num_rows;
-      const int64_t len = end - g.workspace_starts[r];
-      if (len > 0) {
-        EXPECT_EQ((*g.seq_starts)[r], covered[r]);  // continues where the last chunk ended
+      if (c.lens[r] > 0) {
+        EXPECT_EQ(c.start, covered[r]);  // continues where the last chunk ended
       }
-      covered[r] += len;
+      covered[r] += c.lens[r];
     }
   }
   for (size_t r = 0; r < context.size(); ++r) EXPECT_EQ(covered[r], context[r]);
 }
 
 TEST(ChunkedContext, NoContextNoChunks) {
-  EXPECT_TRUE(chunked_context_gathers("c", {0, 0}, 16).empty());
-  EXPECT_TRUE(chunked_context_gathers("c", {}, 16).empty());
+  EXPECT_TRUE(context_chunks({0, 0}, 16).empty());
+  EXPECT_TRUE(context_chunks({}, 16).empty());
 }
 
 TEST(Materialise, GathersKeepFileOrderWithChunksInPlace) {
