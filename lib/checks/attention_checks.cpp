@@ -11,6 +11,7 @@
 #include "lib/checks/buffer_set.h"
 #include "lib/checks/attention_check_context.h"
 #include "lib/checks/compare.h"
+#include "lib/pipeline/attention_call.h"
 #include "lib/pipeline/forward_pipeline.h"
 #include "lib/pipeline/sparse_mqa_plan.h"
 #include "lib/batch/rng.h"
@@ -103,24 +104,20 @@ SparseRun run_sparse_kernel(Backend& be, BufferSet& bufs, const LatentQuery& q, 
                             const std::vector<int32_t>& slots, int32_t K, const std::vector<uint8_t>& cache,
                             const PagedLayout& layout, float scale, int32_t target_items) {
   const SparseMqaPlan plan = plan_sparse_mqa(static_cast<int32_t>(T), K, target_items);
-  SparseMqaParams p;
-  p.q_nope_lat = bufs.input(q.nope);
-  p.q_nope_token_stride = int64_t{H} * kDc;
-  p.q_nope_head_stride = kDc;
-  p.q_pe = bufs.input(q.pe);
-  p.q_pe_token_stride = int64_t{H} * kDr;
-  p.q_pe_head_stride = kDr;
-  p.num_tokens = T;
-  p.num_heads = H;
-  p.indices = bufs.input(slots);
-  p.indices_row_stride = K;
-  p.topk = K;
-  p.cache = cache_view(layout, bufs.input(cache));
-  p.scale = scale;
+  SparseMqaCall call;
+  call.tokens = T;
+  call.heads = H;
+  call.topk = K;
+  call.scale = scale;
+  call.q_nope_lat = bufs.input(q.nope);
+  call.q_pe = bufs.input(q.pe);
+  call.indices = bufs.input(slots);
+  call.cache = cache_view(layout, bufs.input(cache));
   GuardedBuffer& out = bufs.output<bf16_t>(static_cast<size_t>(T) * H * kDc, kPoisonByte);
   GuardedBuffer& lse = bufs.output<float>(static_cast<size_t>(T) * H, kPoisonByte);
-  p.out_lat = out.as<bf16_t>();
-  p.lse = lse.as<float>();
+  call.out_lat = out.as<bf16_t>();
+  call.lse = lse.as<float>();
+  SparseMqaParams p = sparse_mqa_params(call);
   attach_plan(bufs, plan, p);
   must(be.sparse_mqa(p));
   must(be.synchronize());
@@ -257,36 +254,27 @@ std::vector<CheckResult> run_dense_mha_check(const AttentionCheckContext& ctx) {
       const auto k_pe = normal_bf16(static_cast<size_t>(tk) * kDr, 0.5);
       const auto v = normal_bf16(static_cast<size_t>(tk) * H * kDv, kv_sigma);
 
-      std::vector<int32_t> cu_q(q_lens.size() + 1, 0), cu_k(k_lens.size() + 1, 0);
-      std::partial_sum(q_lens.begin(), q_lens.end(), cu_q.begin() + 1);
-      std::partial_sum(k_lens.begin(), k_lens.end(), cu_k.begin() + 1);
+      const std::vector<int32_t> cu_q = prefix_sums(q_lens), cu_k = prefix_sums(k_lens);
       BufferSet bufs(ctx.backend);
-      DenseMhaParams p;
-      p.q_nope = bufs.input(q_nope);
-      p.q_nope_stride = int64_t{H} * kDn;
-      p.q_pe = bufs.input(q_pe);
-      p.q_pe_stride = int64_t{H} * kDr;
-      p.k_nope = bufs.input(k_nope);
-      p.k_nope_stride = int64_t{H} * kDn;
-      p.k_pe = bufs.input(k_pe);
-      p.k_pe_stride = kDr;
-      p.v = bufs.input(v);
-      p.v_stride = int64_t{H} * kDv;
-      p.cu_seqlens_q = bufs.input(cu_q);
-      p.cu_seqlens_k = bufs.input(cu_k);
-      p.cu_seqlens_q_host = cu_q.data();
-      p.cu_seqlens_k_host = cu_k.data();
-      p.num_reqs = b.num_reqs;
-      p.num_heads = H;
-      p.total_q = tq;
-      p.total_k = tk;
-      p.causal = causal;
-      p.scale = static_cast<float>(ctx.scenario.model.scale);
+      DenseMhaCall call;
+      call.heads = H;
+      call.causal = causal;
+      call.scale = static_cast<float>(ctx.scenario.model.scale);
+      call.cu_q_host = &cu_q;
+      call.cu_k_host = &cu_k;
+      call.cu_q = bufs.input(cu_q);
+      call.cu_k = bufs.input(cu_k);
+      call.q_nope = bufs.input(q_nope);
+      call.q_pe = bufs.input(q_pe);
+      call.k_nope = bufs.input(k_nope);
+      call.k_pe = bufs.input(k_pe);
+      call.k_pe_stride = kDr;
+      call.v = bufs.input(v);
       GuardedBuffer& o = bufs.output<bf16_t>(static_cast<size_t>(tq) * H * kDv, kPoisonByte);
       GuardedBuffer& l = bufs.output<float>(static_cast<size_t>(tq) * H, kPoisonByte);
-      p.out = o.as<bf16_t>();
-      p.lse = l.as<float>();
-      must(ctx.backend.dense_mha(p));
+      call.out = o.as<bf16_t>();
+      call.lse = l.as<float>();
+      must(ctx.backend.dense_mha(dense_mha_params(call)));
       must(ctx.backend.synchronize());
       std::vector<uint16_t> got_o;
       std::vector<float> got_l;

@@ -22,22 +22,14 @@ CheckResult gather_one(const CheckContext& ctx, const ResolvedGather& g) {
   p.cache = cache_view(b.layout, bufs.input(ctx.cache.ref_cache));
   set_block_table(b.layout, bufs.input(b.layout.block_table), p);
   p.workspace_starts = bufs.input(g.workspace_starts);
-  if (g.seq_starts && ctx.injection != Injection::kIgnoreSeqStarts) p.seq_starts = bufs.input(*g.seq_starts);
+  if (g.seq_starts) p.seq_starts = bufs.input(*g.seq_starts);
   p.num_rows = g.num_rows;
   p.dst_row_stride = DsMlaEntry::kLatentDims;
   const size_t elements = static_cast<size_t>(g.num_rows) * DsMlaEntry::kLatentDims;
   GuardedBuffer& dst = bufs.output<uint16_t>(elements, kPoisonByte);
   p.dst = dst.as<uint16_t>();
 
-  if (ctx.injection == Injection::kFlatFp8Gather) {
-    FlatFp8GatherParams f;
-    f.base = p;
-    f.entry_stride_bytes = DsMlaEntry::kBytes;  // the bug: 656-byte entries read as flat FP8
-    f.global_scale = 1.0f;
-    must(ctx.backend.gather_flat_fp8(f));
-  } else {
-    must(ctx.backend.gather(p));
-  }
+  must(ctx.backend.gather(p));
   must(ctx.backend.synchronize());
 
   std::vector<uint16_t> got;

@@ -3,18 +3,12 @@
 #include <algorithm>
 #include <numeric>
 
+#include "lib/pipeline/attention_call.h"
 #include "lib/pipeline/sparse_mqa_plan.h"
 
 namespace mla {
 
 namespace {
-
-
-std::vector<int32_t> prefix_sums(const std::vector<int32_t>& lens) {
-  std::vector<int32_t> cu(lens.size() + 1, 0);
-  std::partial_sum(lens.begin(), lens.end(), cu.begin() + 1);
-  return cu;
-}
 
 // C[h] = A[h] * op(W[h]) over the heads: the three projections of SPEC 4 are all of this shape.
 void gemm_heads(Backend& be, const bf16_t* a, int64_t lda, int64_t stride_a, const bf16_t* w, bool transpose_w,
@@ -69,7 +63,7 @@ struct DeviceInputs {
 // Gathers, per prefill request, `lens[i]` cached positions starting at starts[i] into rows
 // [sum lens, 576]. Requests are the prefills (block-table rows from first_req).
 bf16_t* gather_rows(Backend& be, BufferSet& bufs, const Batch& b, const DeviceInputs& dev, int32_t first_req,
-                    const std::vector<int32_t>& lens, const std::vector<int32_t>& starts, Injection inj) {
+                    const std::vector<int32_t>& lens, const std::vector<int32_t>& starts) {
   const std::vector<int32_t> cu = prefix_sums(lens);
   const int64_t rows = cu.back();
   GatherParams g;
@@ -77,18 +71,11 @@ bf16_t* gather_rows(Backend& be, BufferSet& bufs, const Batch& b, const DeviceIn
   set_block_table(b.layout, dev.block_table + static_cast<int64_t>(first_req) * b.layout.block_table_stride, g);
   g.num_reqs = static_cast<int32_t>(lens.size());
   g.workspace_starts = bufs.input(std::vector<int32_t>(cu.begin(), cu.end() - 1));
-  if (inj != Injection::kIgnoreSeqStarts) g.seq_starts = bufs.input(starts);
+  g.seq_starts = bufs.input(starts);
   g.num_rows = rows;
   g.dst_row_stride = kDl;
   g.dst = bufs.output<bf16_t>(static_cast<size_t>(std::max<int64_t>(rows, 1)) * kDl, kPoisonByte).as<bf16_t>();
-  if (inj == Injection::kFlatFp8Gather) {
-    FlatFp8GatherParams f;
-    f.base = g;
-    f.entry_stride_bytes = DsMlaEntry::kBytes;
-    must(be.gather_flat_fp8(f));
-  } else {
-    must(be.gather(g));
-  }
+  must(be.gather(g));
   return g.dst;
 }
 
@@ -96,30 +83,23 @@ void dense_attention(Backend& be, BufferSet& bufs, const std::vector<int32_t>& q
                      const bf16_t* q_nope, const bf16_t* q_pe, const UpProjected& kv, const bf16_t* k_pe,
                      int64_t k_pe_stride, int32_t H, bool causal, float scale, bf16_t* out, float* lse) {
   const std::vector<int32_t> cu_q = prefix_sums(q_lens), cu_k = prefix_sums(k_lens);
-  DenseMhaParams p;
-  p.q_nope = q_nope;
-  p.q_nope_stride = int64_t{H} * kDn;
-  p.q_pe = q_pe;
-  p.q_pe_stride = int64_t{H} * kDr;
-  p.k_nope = kv.k_nope;
-  p.k_nope_stride = int64_t{H} * kDn;
-  p.k_pe = k_pe;
-  p.k_pe_stride = k_pe_stride;
-  p.v = kv.v;
-  p.v_stride = int64_t{H} * kDv;
-  p.cu_seqlens_q = bufs.input(cu_q);
-  p.cu_seqlens_k = bufs.input(cu_k);
-  p.cu_seqlens_q_host = cu_q.data();
-  p.cu_seqlens_k_host = cu_k.data();
-  p.num_reqs = static_cast<int32_t>(q_lens.size());
-  p.num_heads = H;
-  p.total_q = cu_q.back();
-  p.total_k = cu_k.back();
-  p.causal = causal;
-  p.scale = scale;
-  p.out = out;
-  p.lse = lse;
-  must(be.dense_mha(p));
+  DenseMhaCall call;
+  call.heads = H;
+  call.causal = causal;
+  call.scale = scale;
+  call.cu_q_host = &cu_q;
+  call.cu_k_host = &cu_k;
+  call.cu_q = bufs.input(cu_q);
+  call.cu_k = bufs.input(cu_k);
+  call.q_nope = q_nope;
+  call.q_pe = q_pe;
+  call.k_nope = kv.k_nope;
+  call.k_pe = k_pe;
+  call.k_pe_stride = k_pe_stride;
+  call.v = kv.v;
+  call.out = out;
+  call.lse = lse;
+  must(be.dense_mha(dense_mha_params(call)));
 }
 
 // Dense route for requests [nd, R): writes out rows of their tokens.
@@ -142,7 +122,7 @@ int64_t run_dense(Backend& be, BufferSet& bufs, const Batch& b, const AttentionD
   const bf16_t* k_pe;
   int64_t k_pe_stride;
   if (cfg.new_tokens_from_cache) {
-    rows = gather_rows(be, bufs, b, dev, nd, q_lens, ctx_lens, cfg.injection);
+    rows = gather_rows(be, bufs, b, dev, nd, q_lens, ctx_lens);
     row_stride = kDl;
     k_pe = rows + kDc;
     k_pe_stride = kDl;
@@ -167,7 +147,7 @@ int64_t run_dense(Backend& be, BufferSet& bufs, const Batch& b, const AttentionD
   // The chunks are the same as a scenario's chunked-context gather cases (lib/batch/batch.h).
   for (const ContextChunk& c : context_chunks(ctx_lens, chunk)) {
     const std::vector<int32_t> starts(c.lens.size(), static_cast<int32_t>(c.start));
-    const bf16_t* ctx_rows = gather_rows(be, bufs, b, dev, nd, c.lens, starts, cfg.injection);
+    const bf16_t* ctx_rows = gather_rows(be, bufs, b, dev, nd, c.lens, starts);
     const UpProjected kv = up_project(be, bufs, ctx_rows, kDl, c.rows, H, dev.w_uk, dev.w_uv);
     dense_attention(be, bufs, q_lens, c.lens, q_nope, q_pe, kv, ctx_rows + kDc, kDl, H, false, cfg.scale, out_c, lse_c);
     MergeParams m;
@@ -226,25 +206,21 @@ void run_sparse(Backend& be, BufferSet& bufs, const Batch& b, const AttentionDat
 
   // Scheduler metadata for exactly the tokens passed (failure mode 4 when injected).
   const SparseMqaPlan plan = plan_sparse_mqa(static_cast<int32_t>(plan_tokens), K, cfg.target_work_items);
-  SparseMqaParams p;
-  p.q_nope_lat = q_lat;
-  p.q_nope_token_stride = int64_t{H} * kDc;
-  p.q_nope_head_stride = kDc;
-  p.q_pe = dev.q_pe;
-  p.q_pe_token_stride = int64_t{H} * kDr;
-  p.q_pe_head_stride = kDr;
+  SparseMqaCall call;
   // The injected bug passes validation as the real one did: it states the planned count, which
   // the buffers (ns rows) do not have, and the launch then reads and writes past them.
-  p.num_tokens = plan_tokens;
-  p.num_heads = H;
-  p.indices = c.out;
-  p.indices_row_stride = K;
-  p.topk = K;
-  p.cache = cache_view(b.layout, dev.cache);
-  p.scale = cfg.scale;
-  p.out_lat = bufs.output<bf16_t>(static_cast<size_t>(ns) * H * kDc, kPoisonByte,
-                                  guard_for(size_t{2} * H * kDc)).as<bf16_t>();
-  p.lse = bufs.output<float>(static_cast<size_t>(ns) * H, kPoisonByte, guard_for(sizeof(float) * H)).as<float>();
+  call.tokens = plan_tokens;
+  call.heads = H;
+  call.topk = K;
+  call.scale = cfg.scale;
+  call.q_nope_lat = q_lat;
+  call.q_pe = dev.q_pe;
+  call.indices = c.out;
+  call.cache = cache_view(b.layout, dev.cache);
+  call.out_lat = bufs.output<bf16_t>(static_cast<size_t>(ns) * H * kDc, kPoisonByte,
+                                     guard_for(size_t{2} * H * kDc)).as<bf16_t>();
+  call.lse = bufs.output<float>(static_cast<size_t>(ns) * H, kPoisonByte, guard_for(sizeof(float) * H)).as<float>();
+  SparseMqaParams p = sparse_mqa_params(call);
   attach_plan(bufs, plan, p);
   must(be.sparse_mqa(p));
 

@@ -6,6 +6,7 @@
 
 #include "lib/batch/batch.h"
 #include "lib/batch/attention_data.h"
+#include "lib/backends/injecting_backend.h"
 #include "lib/checks/attention_check_context.h"
 #include "lib/checks/check_context.h"
 #include "lib/checks/kv_cache_spec.h"
@@ -31,8 +32,10 @@ Verdict scenario_verdict(const ScenarioResult& r) {
   return aggregate(v);
 }
 
-ScenarioResult run_scenario(const Scenario& s, Backend& backend, Injection injection,
+ScenarioResult run_scenario(const Scenario& s, Backend& backend_under_test, Injection injection,
                             const std::function<void(const CheckResult&)>& on_check) {
+  // Injections that alter a kernel's parameters live in the decorator; the others in the callers.
+  InjectingBackend backend(backend_under_test, injection);
   const auto t0 = std::chrono::steady_clock::now();
   ScenarioResult res;
   res.name = s.name;
