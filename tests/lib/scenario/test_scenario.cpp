@@ -16,37 +16,14 @@
 #include <string>
 
 #include "lib/batch/batch.h"
+#include "tests/common/temp_dir.h"
 
 namespace mla {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("mla_test_scenario_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string write(const std::string& relative, const std::string& text) const {
-    const fs::path p = path_ / relative;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p, std::ios::binary) << text;
-    return p.string();
-  }
-  std::string path() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
+using test::TempDir;
 
 Scenario load_ok(const std::string& file, std::optional<uint64_t> seed = std::nullopt) {
   auto result = load_scenario(file, seed);
