@@ -9,7 +9,7 @@
 
 #include "apps/mla_bench/bench_inputs.h"
 #include "apps/mla_bench/bench_common.h"
-#include "lib/rng.h"
+#include "lib/batch/rng.h"
 
 namespace mla::bench {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/common/bf16.h"
-#include "lib/rng.h"
+#include "lib/batch/rng.h"
 
 namespace mla::bench {
 

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/mla_bench/bench_inputs.h"
-#include "lib/report.h"
-#include "lib/rng.h"
+#include "lib/run/report.h"
+#include "lib/batch/rng.h"
 
 namespace mla::bench {
 namespace {

@@ -27,8 +27,8 @@
 #include "apps/mla_bench/roofline.h"
 #include "apps/mla_bench/sweep.h"
 #include "kernels/backend.h"
-#include "lib/kernel_policy_env.h"
-#include "lib/report.h"
+#include "lib/backends/kernel_policy_env.h"
+#include "lib/run/report.h"
 
 namespace {
 

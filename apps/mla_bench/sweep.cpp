@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lib/input_file.h"
-#include "lib/json_keys.h"
+#include "lib/scenario/input_file.h"
+#include "lib/scenario/json_keys.h"
 
 namespace mla::bench {
 namespace {

@@ -7,20 +7,19 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <filesystem>
 #include <string>
 #include <vector>
 
-#include <fnmatch.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
-#include "lib/injection.h"
-#include "lib/kernel_policy_env.h"
-#include "lib/report.h"
-#include "lib/scenario.h"
-#include "lib/suite_runner.h"
+#include "lib/backends/injection.h"
+#include "lib/backends/kernel_policy_env.h"
+#include "lib/run/report.h"
+#include "lib/scenario/scenario.h"
+#include "lib/run/selection.h"
+#include "lib/run/suite_runner.h"
 #include "progress.h"
 #include "table.h"
 
@@ -28,7 +27,6 @@
 #define MLA_DEFAULT_SCENARIO_DIR "scenarios/suite"
 #endif
 
-namespace fs = std::filesystem;
 using namespace mla;
 
 namespace {
@@ -65,21 +63,6 @@ constexpr size_t kAutoJobsOnGpu = 8;
 size_t auto_jobs(const std::string& backend) {
   const size_t cpus = online_cpus();
   return backend == "cuda" ? std::min(cpus, kAutoJobsOnGpu) : cpus;
-}
-
-// --scenario X: an existing path, else the file stem of a shipped scenario (shipped files are
-// named after their scenario).
-bool resolve_scenario_arg(const std::string& arg, const std::vector<std::string>& shipped, std::string* path) {
-  if (fs::exists(arg)) {
-    *path = arg;
-    return true;
-  }
-  for (const auto& f : shipped)
-    if (fs::path(f).stem() == arg) {
-      *path = f;
-      return true;
-    }
-  return false;
 }
 
 }  // namespace
@@ -174,46 +157,19 @@ int run(int argc, char** argv) {
   }
 
   // Select and load scenarios; any invalid file is bad input (exit 2) before anything runs.
-  const std::vector<std::string> shipped = list_scenario_files(scenario_dir);
-  std::vector<std::string> files;
-  if (scenario_args.empty()) {
-    files = shipped;
-    if (files.empty()) {
-      std::fprintf(stderr, "mla-check: no scenario files under '%s'\n", scenario_dir.c_str());
-      return kExitUsage;
-    }
+  SelectionOptions sel;
+  sel.scenario_args = scenario_args;
+  sel.scenario_dir = scenario_dir;
+  sel.filter = filter;
+  sel.exclude_tags = exclude_tags;
+  sel.only_checks = only_checks;
+  sel.seed = seed;
+  auto selected = select_scenarios(sel);
+  if (auto* err = std::get_if<SelectionError>(&selected)) {
+    std::fprintf(stderr, "mla-check: %s\n", err->message.c_str());
+    return kExitUsage;
   }
-  for (const auto& a : scenario_args) {
-    std::string path;
-    if (!resolve_scenario_arg(a, shipped, &path)) {
-      std::fprintf(stderr, "mla-check: --scenario %s: no such file, and no shipped scenario of that name in '%s'\n",
-                   a.c_str(), scenario_dir.c_str());
-      return kExitUsage;
-    }
-    files.push_back(path);
-  }
-  std::vector<Scenario> scenarios;
-  for (const auto& f : files) {
-    auto loaded = load_scenario(f, seed);
-    if (auto* err = std::get_if<ScenarioError>(&loaded)) {
-      std::fprintf(stderr, "mla-check: invalid scenario: %s\n", err->to_string().c_str());
-      return kExitUsage;
-    }
-    Scenario s = std::get<Scenario>(std::move(loaded));
-    const bool excluded = std::any_of(exclude_tags.begin(), exclude_tags.end(), [&](const std::string& t) {
-      return std::find(s.tags.begin(), s.tags.end(), t) != s.tags.end();
-    });
-    const bool match = !excluded && (filter.empty() || fnmatch(filter.c_str(), s.name.c_str(), 0) == 0 ||
-                                     s.name.find(filter) != std::string::npos);
-    if (!only_checks.empty()) {  // keep the scenario's own order of checks
-      const auto removed = std::stable_partition(s.checks.begin(), s.checks.end(), [&](CheckKind k) {
-        return std::find(only_checks.begin(), only_checks.end(), k) != only_checks.end();
-      });
-      s.attention_checks_removed = std::any_of(removed, s.checks.end(), is_attention_check);
-      s.checks.erase(removed, s.checks.end());
-    }
-    if (match && !s.checks.empty()) scenarios.push_back(std::move(s));
-  }
+  std::vector<Scenario> scenarios = std::get<std::vector<Scenario>>(std::move(selected));
   if (list) {
     for (const auto& s : scenarios) {
       std::string checks;
@@ -222,12 +178,6 @@ int run(int argc, char** argv) {
     }
     return kExitPass;
   }
-  if (scenarios.empty()) {
-    std::fprintf(stderr, "mla-check: no scenario matches --filter '%s'%s\n", filter.c_str(),
-                 only_checks.empty() ? "" : " with one of the --check checks");
-    return kExitUsage;
-  }
-
   // A report that cannot be written is refused now, not after the whole suite has run.
   if (!report_path.empty()) {
     const Status s = check_report_writable(report_path);

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/report.h"
+#include "lib/run/report.h"
 
 namespace mla::app {
 

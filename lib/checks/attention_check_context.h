@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "lib/attention_data.h"
+#include "lib/batch/attention_data.h"
 #include "lib/checks/check_context.h"
 
 namespace mla {

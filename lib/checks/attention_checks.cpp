@@ -7,13 +7,14 @@
 #include <numeric>
 
 #include "kernels/common/bf16.h"
-#include "lib/attention_data.h"
-#include "lib/buffer_set.h"
+#include "lib/batch/attention_data.h"
+#include "lib/checks/buffer_set.h"
 #include "lib/checks/attention_check_context.h"
-#include "lib/compare.h"
-#include "lib/forward_pipeline.h"
-#include "lib/sparse_mqa_plan.h"
-#include "lib/rng.h"
+#include "lib/checks/compare.h"
+#include "lib/pipeline/attention_call.h"
+#include "lib/pipeline/forward_pipeline.h"
+#include "lib/pipeline/sparse_mqa_plan.h"
+#include "lib/batch/rng.h"
 #include "reference/attention_reference.h"
 #include "reference/forward_reference.h"
 
@@ -77,11 +78,11 @@ std::vector<int32_t> sparse_indices(const AttentionCheckContext& ctx) {
   in.req_id = b.req_id_per_token;
   in.indices = ctx.data.topk_pos;
   in.topk = ctx.data.topk;
-  in.block_table = b.block_table;
-  in.block_size = b.geometry.block_size;
+  in.block_table = reference_block_table(b.layout);
+  in.block_size = b.layout.block_size;
   std::vector<int32_t> slots = ref::convert(in).out;
   Rng rng = Rng(ctx.scenario.seed).fork(kStreamKernelInputs);
-  const int64_t capacity = b.geometry.num_blocks * b.geometry.block_size;
+  const int64_t capacity = b.layout.num_slots();
   for (auto& s : slots) {
     const uint64_t u = rng.below(64);
     if (u == 0) s = -1;
@@ -101,26 +102,22 @@ struct SparseRun {
 // One sparse-MQA launch over T tokens on a given cache, with a plan of target_items.
 SparseRun run_sparse_kernel(Backend& be, BufferSet& bufs, const LatentQuery& q, int64_t T, int32_t H,
                             const std::vector<int32_t>& slots, int32_t K, const std::vector<uint8_t>& cache,
-                            const ref::CacheGeometry& geo, float scale, int32_t target_items) {
+                            const PagedLayout& layout, float scale, int32_t target_items) {
   const SparseMqaPlan plan = plan_sparse_mqa(static_cast<int32_t>(T), K, target_items);
-  SparseMqaParams p;
-  p.q_nope_lat = bufs.input(q.nope);
-  p.q_nope_token_stride = int64_t{H} * kDc;
-  p.q_nope_head_stride = kDc;
-  p.q_pe = bufs.input(q.pe);
-  p.q_pe_token_stride = int64_t{H} * kDr;
-  p.q_pe_head_stride = kDr;
-  p.num_tokens = T;
-  p.num_heads = H;
-  p.indices = bufs.input(slots);
-  p.indices_row_stride = K;
-  p.topk = K;
-  p.cache = {bufs.input(cache), geo.num_blocks, geo.block_size, geo.page_stride_bytes};
-  p.scale = scale;
+  SparseMqaCall call;
+  call.tokens = T;
+  call.heads = H;
+  call.topk = K;
+  call.scale = scale;
+  call.q_nope_lat = bufs.input(q.nope);
+  call.q_pe = bufs.input(q.pe);
+  call.indices = bufs.input(slots);
+  call.cache = cache_view(layout, bufs.input(cache));
   GuardedBuffer& out = bufs.output<bf16_t>(static_cast<size_t>(T) * H * kDc, kPoisonByte);
   GuardedBuffer& lse = bufs.output<float>(static_cast<size_t>(T) * H, kPoisonByte);
-  p.out_lat = out.as<bf16_t>();
-  p.lse = lse.as<float>();
+  call.out_lat = out.as<bf16_t>();
+  call.lse = lse.as<float>();
+  SparseMqaParams p = sparse_mqa_params(call);
   attach_plan(bufs, plan, p);
   must(be.sparse_mqa(p));
   must(be.synchronize());
@@ -148,8 +145,8 @@ ref::ForwardInputs reference_inputs(const AttentionCheckContext& ctx, bool force
   in.w_uv = ctx.data.w_uv;
   in.kv_c = ctx.cache.kv_c;
   in.k_pe = ctx.cache.k_pe;
-  in.geometry = b.geometry;
-  in.block_table = b.block_table;
+  in.geometry = reference_geometry(b.layout);
+  in.block_table = reference_block_table(b.layout);
   in.topk_positions = ctx.data.topk_pos;
   in.topk = ctx.data.topk;
   in.scale = ctx.scenario.model.scale;
@@ -192,7 +189,8 @@ std::vector<CheckResult> run_sparse_mqa_check(const AttentionCheckContext& ctx) 
     if (!slots.empty()) return;
     q = latent_query(ctx.data, T);
     slots = sparse_indices(ctx);
-    ref_res = ref::sparse_mqa(q.both, H, slots, K, ctx.cache.ref_cache, ctx.batch.geometry, ctx.scenario.model.scale);
+    ref_res = ref::sparse_mqa(q.both, H, slots, K, ctx.cache.ref_cache, reference_geometry(ctx.batch.layout),
+                              ctx.scenario.model.scale);
   };
   // The same call with every token's top-k range split into 64-column items (combine step) and
   // unsplit (one item per token, written directly).
@@ -205,7 +203,7 @@ std::vector<CheckResult> run_sparse_mqa_check(const AttentionCheckContext& ctx) 
       const int32_t target = split ? static_cast<int32_t>(std::min<int64_t>(T * column_blocks, INT32_MAX)) : 1;
       BufferSet bufs(ctx.backend);
       const SparseRun run = run_sparse_kernel(ctx.backend, bufs, q, T, H, slots, K, ctx.cache.ref_cache,
-                                              ctx.batch.geometry, static_cast<float>(ctx.scenario.model.scale), target);
+                                              ctx.batch.layout, static_cast<float>(ctx.scenario.model.scale), target);
       CheckResult r;
       const AttentionTolerances& tol = ctx.scenario.attention.tolerances;
       r.metrics = compare_out_and_lse(ref_res.out, widen_bf16(run.out_lat), tol.sparse_mqa, ref_res.lse,
@@ -256,36 +254,27 @@ std::vector<CheckResult> run_dense_mha_check(const AttentionCheckContext& ctx) {
       const auto k_pe = normal_bf16(static_cast<size_t>(tk) * kDr, 0.5);
       const auto v = normal_bf16(static_cast<size_t>(tk) * H * kDv, kv_sigma);
 
-      std::vector<int32_t> cu_q(q_lens.size() + 1, 0), cu_k(k_lens.size() + 1, 0);
-      std::partial_sum(q_lens.begin(), q_lens.end(), cu_q.begin() + 1);
-      std::partial_sum(k_lens.begin(), k_lens.end(), cu_k.begin() + 1);
+      const std::vector<int32_t> cu_q = prefix_sums(q_lens), cu_k = prefix_sums(k_lens);
       BufferSet bufs(ctx.backend);
-      DenseMhaParams p;
-      p.q_nope = bufs.input(q_nope);
-      p.q_nope_stride = int64_t{H} * kDn;
-      p.q_pe = bufs.input(q_pe);
-      p.q_pe_stride = int64_t{H} * kDr;
-      p.k_nope = bufs.input(k_nope);
-      p.k_nope_stride = int64_t{H} * kDn;
-      p.k_pe = bufs.input(k_pe);
-      p.k_pe_stride = kDr;
-      p.v = bufs.input(v);
-      p.v_stride = int64_t{H} * kDv;
-      p.cu_seqlens_q = bufs.input(cu_q);
-      p.cu_seqlens_k = bufs.input(cu_k);
-      p.cu_seqlens_q_host = cu_q.data();
-      p.cu_seqlens_k_host = cu_k.data();
-      p.num_reqs = b.num_reqs;
-      p.num_heads = H;
-      p.total_q = tq;
-      p.total_k = tk;
-      p.causal = causal;
-      p.scale = static_cast<float>(ctx.scenario.model.scale);
+      DenseMhaCall call;
+      call.heads = H;
+      call.causal = causal;
+      call.scale = static_cast<float>(ctx.scenario.model.scale);
+      call.cu_q_host = &cu_q;
+      call.cu_k_host = &cu_k;
+      call.cu_q = bufs.input(cu_q);
+      call.cu_k = bufs.input(cu_k);
+      call.q_nope = bufs.input(q_nope);
+      call.q_pe = bufs.input(q_pe);
+      call.k_nope = bufs.input(k_nope);
+      call.k_pe = bufs.input(k_pe);
+      call.k_pe_stride = kDr;
+      call.v = bufs.input(v);
       GuardedBuffer& o = bufs.output<bf16_t>(static_cast<size_t>(tq) * H * kDv, kPoisonByte);
       GuardedBuffer& l = bufs.output<float>(static_cast<size_t>(tq) * H, kPoisonByte);
-      p.out = o.as<bf16_t>();
-      p.lse = l.as<float>();
-      must(ctx.backend.dense_mha(p));
+      call.out = o.as<bf16_t>();
+      call.lse = l.as<float>();
+      must(ctx.backend.dense_mha(dense_mha_params(call)));
       must(ctx.backend.synchronize());
       std::vector<uint16_t> got_o;
       std::vector<float> got_l;
@@ -411,7 +400,7 @@ std::vector<CheckResult> run_dcp_check(const AttentionCheckContext& ctx) {
   const int32_t W = ctx.scenario.attention.dcp_world_size, I = ctx.scenario.attention.dcp_interleave;
   return {timed_check("dcp/" + std::to_string(W) + "_ranks", "dcp", [&] {
     const Batch& b = ctx.batch;
-    const int32_t H = ctx.data.heads, K = ctx.data.topk, B = b.geometry.block_size;
+    const int32_t H = ctx.data.heads, K = ctx.data.topk, B = b.layout.block_size;
     const int64_t T = b.num_tokens;
     const LatentQuery q = latent_query(ctx.data, T);
     BufferSet bufs(ctx.backend);
@@ -419,17 +408,19 @@ std::vector<CheckResult> run_dcp_check(const AttentionCheckContext& ctx) {
     for (int32_t rank = 0; rank < W; ++rank) {
       // The rank's own cache shard: each request's owned positions at their local positions, in a
       // pool and block table of its own.
-      ref::BlockTable bt;
-      bt.num_reqs = b.num_reqs;
+      PagedLayout shard;
+      shard.num_reqs = b.num_reqs;
       int32_t width = 1;
       for (int32_t len : b.seq_lens) width = std::max<int32_t>(width, static_cast<int32_t>((len / W + I + B - 1) / B + 1));
-      bt.width = width;
-      bt.stride = width;
-      bt.data.assign(static_cast<size_t>(bt.num_reqs) * width, -1);
+      shard.block_table_width = width;
+      shard.block_table_stride = width;
+      shard.block_table.assign(static_cast<size_t>(shard.num_reqs) * width, -1);
       int32_t next = 0;
       for (int32_t r = 0; r < b.num_reqs; ++r)
-        for (int32_t c = 0; c < width; ++c) bt.data[static_cast<size_t>(r) * width + c] = next++;
-      ref::CacheGeometry geo{next, B, int64_t{B} * ref::kEntryBytes};
+        for (int32_t c = 0; c < width; ++c) shard.block_table[static_cast<size_t>(r) * width + c] = next++;
+      shard.num_blocks = next;
+      shard.block_size = B;
+      shard.page_stride_bytes = int64_t{B} * DsMlaEntry::kBytes;
       std::vector<uint16_t> kv, pe;
       std::vector<int64_t> slots;
       for (int32_t r = 0; r < b.num_reqs; ++r)
@@ -439,10 +430,10 @@ std::vector<CheckResult> run_dcp_check(const AttentionCheckContext& ctx) {
           kv.insert(kv.end(), &ctx.cache.kv_c[row * kDc], &ctx.cache.kv_c[(row + 1) * kDc]);
           pe.insert(pe.end(), &ctx.cache.k_pe[row * kDr], &ctx.cache.k_pe[(row + 1) * kDr]);
           const int64_t lp = ref::dcp_local_position(p, W, I);
-          slots.push_back(int64_t{bt.at(r, lp / B)} * B + lp % B);
+          slots.push_back(shard.slot(r, lp));
         }
-      std::vector<uint8_t> cache(static_cast<size_t>(geo.bytes()), kUnusedCacheByte);
-      ref::pack(kv, pe, slots, geo, cache);
+      std::vector<uint8_t> cache(static_cast<size_t>(shard.cache_bytes()), kUnusedCacheByte);
+      ref::pack(kv, pe, slots, reference_geometry(shard), cache);
 
       // The backend converts this rank's indices and attends over its shard.
       ConvertParams c;
@@ -452,10 +443,7 @@ std::vector<CheckResult> run_dcp_check(const AttentionCheckContext& ctx) {
       c.indices_rows = T;
       c.topk = K;
       c.indices_row_stride = K;
-      c.block_table = bufs.input(bt.data);
-      c.num_reqs = bt.num_reqs;
-      c.block_table_width = bt.width;
-      c.block_table_stride = bt.stride;
+      set_block_table(shard, bufs.input(shard.block_table), c);
       c.block_size = B;
       GuardedBuffer& local_slots = bufs.output<int32_t>(static_cast<size_t>(T) * K, kPoisonByte);
       c.out = local_slots.as<int32_t>();
@@ -467,7 +455,7 @@ std::vector<CheckResult> run_dcp_check(const AttentionCheckContext& ctx) {
       std::vector<int32_t> rank_slots;
       must(ctx.backend.synchronize());
       must(local_slots.download(rank_slots));
-      const SparseRun run = run_sparse_kernel(ctx.backend, bufs, q, T, H, rank_slots, K, cache, geo,
+      const SparseRun run = run_sparse_kernel(ctx.backend, bufs, q, T, H, rank_slots, K, cache, shard,
                                               static_cast<float>(ctx.scenario.model.scale), 264);
       rank_out.push_back(&bufs.in_out(run.out_lat));
       rank_lse.push_back(&bufs.in_out(run.lse));
@@ -503,10 +491,10 @@ std::vector<CheckResult> run_dcp_check(const AttentionCheckContext& ctx) {
     in.req_id = b.req_id_per_token;
     in.indices = ctx.data.topk_pos;
     in.topk = K;
-    in.block_table = b.block_table;
+    in.block_table = reference_block_table(b.layout);
     in.block_size = B;
     const ref::AttentionResult single = ref::sparse_mqa(q.both, H, ref::convert(in).out, K, ctx.cache.ref_cache,
-                                                        b.geometry, ctx.scenario.model.scale);
+                                                        reference_geometry(b.layout), ctx.scenario.model.scale);
     const AttentionTolerances& tol = ctx.scenario.attention.tolerances;
     CheckResult r;
     r.metrics = compare_out_and_lse(single.out, widen_bf16(got_out), tol.dcp, single.lse, widen_f32(got_lse),

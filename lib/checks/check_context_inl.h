@@ -4,7 +4,7 @@
 #include <chrono>
 #include <exception>
 
-#include "lib/buffer_set.h"
+#include "lib/checks/buffer_set.h"
 
 namespace mla {
 

@@ -8,11 +8,11 @@
 // the run ends in OOB rather than a crash.
 #include <optional>
 
-#include "lib/buffer_set.h"
+#include "lib/checks/buffer_set.h"
 #include "lib/checks/check_context.h"
-#include "lib/compare.h"
-#include "lib/rng.h"
-#include "lib/topk_indices.h"
+#include "lib/checks/compare.h"
+#include "lib/batch/rng.h"
+#include "lib/batch/topk_indices.h"
 
 namespace mla {
 
@@ -72,11 +72,8 @@ CheckResult convert_one(const CheckContext& ctx, const ConvertCase& c, const Con
   p.indices_rows = launch_rows;  // the buggy caller believes indices covers the whole batch
   p.topk = k;
   p.indices_row_stride = k;
-  p.block_table = bufs.input(b.block_table.data);
-  p.num_reqs = b.block_table.num_reqs;
-  p.block_table_width = b.block_table.width;
-  p.block_table_stride = b.block_table.stride;
-  p.block_size = b.geometry.block_size;
+  set_block_table(b.layout, bufs.input(b.layout.block_table), p);
+  p.block_size = b.layout.block_size;
   GuardedBuffer& out = bufs.output<int32_t>(static_cast<size_t>(d.rows) * k, kPoisonByte, guard);
   GuardedBuffer& counts = bufs.output<int32_t>(static_cast<size_t>(d.rows), kPoisonByte, guard);
   p.out = out.as<int32_t>();
@@ -102,8 +99,8 @@ CheckResult convert_one(const CheckContext& ctx, const ConvertCase& c, const Con
   in.req_id = d.req_id_rows;
   in.indices = d.indices;
   in.topk = k;
-  in.block_table = b.block_table;
-  in.block_size = b.geometry.block_size;
+  in.block_table = reference_block_table(b.layout);
+  in.block_size = b.layout.block_size;
   if (c.prefill_workspace) {
     in.prefill_req = d.prefill_req;
     in.prefill_workspace_starts = d.prefill_ws;

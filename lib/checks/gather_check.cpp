@@ -7,9 +7,9 @@
 // Injections: ignore-seq-starts passes no seq_starts; flat-fp8-gather reads the cache through the
 // plain-fp8 gather (576 flat bytes per 656-byte entry, one global scale).
 #include "kernels/common/ds_mla_entry.h"
-#include "lib/buffer_set.h"
+#include "lib/checks/buffer_set.h"
 #include "lib/checks/check_context.h"
-#include "lib/compare.h"
+#include "lib/checks/compare.h"
 
 namespace mla {
 
@@ -19,35 +19,23 @@ CheckResult gather_one(const CheckContext& ctx, const ResolvedGather& g) {
   const Batch& b = ctx.batch;
   BufferSet bufs(ctx.backend);
   GatherParams p;
-  p.cache = {bufs.input(ctx.cache.ref_cache), b.geometry.num_blocks, b.geometry.block_size,
-             b.geometry.page_stride_bytes};
-  p.block_table = bufs.input(b.block_table.data);
-  p.num_reqs = b.block_table.num_reqs;
-  p.block_table_width = b.block_table.width;
-  p.block_table_stride = b.block_table.stride;
+  p.cache = cache_view(b.layout, bufs.input(ctx.cache.ref_cache));
+  set_block_table(b.layout, bufs.input(b.layout.block_table), p);
   p.workspace_starts = bufs.input(g.workspace_starts);
-  if (g.seq_starts && ctx.injection != Injection::kIgnoreSeqStarts) p.seq_starts = bufs.input(*g.seq_starts);
+  if (g.seq_starts) p.seq_starts = bufs.input(*g.seq_starts);
   p.num_rows = g.num_rows;
   p.dst_row_stride = DsMlaEntry::kLatentDims;
   const size_t elements = static_cast<size_t>(g.num_rows) * DsMlaEntry::kLatentDims;
   GuardedBuffer& dst = bufs.output<uint16_t>(elements, kPoisonByte);
   p.dst = dst.as<uint16_t>();
 
-  if (ctx.injection == Injection::kFlatFp8Gather) {
-    FlatFp8GatherParams f;
-    f.base = p;
-    f.entry_stride_bytes = DsMlaEntry::kBytes;  // the bug: 656-byte entries read as flat FP8
-    f.global_scale = 1.0f;
-    must(ctx.backend.gather_flat_fp8(f));
-  } else {
-    must(ctx.backend.gather(p));
-  }
+  must(ctx.backend.gather(p));
   must(ctx.backend.synchronize());
 
   std::vector<uint16_t> got;
   must(dst.download(got));
   const std::vector<uint16_t> ref =
-      ref::gather(ctx.cache.ref_cache, b.geometry, b.block_table, g.workspace_starts, g.seq_starts, g.num_rows);
+      ref::gather(ctx.cache.ref_cache, reference_geometry(b.layout), reference_block_table(b.layout), g.workspace_starts, g.seq_starts, g.num_rows);
   CheckResult r;
   r.metrics = compare_bf16_exact(ref, got);
   bufs.audit(r.metrics);

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "lib/checks/check_context.h"
-#include "lib/kv_cache_spec.h"
+#include "lib/checks/kv_cache_spec.h"
 
 namespace mla {
 
@@ -34,7 +34,7 @@ std::vector<CheckResult> run_layout_check(const CheckContext& ctx) {
 
     const int32_t B = s.model.block_size;
     const bool inject = ctx.injection == Injection::kPageSize576;
-    const KvCacheSpec spec = sparse_kv_cache_spec(s.cache.dtype, B, b.geometry.num_blocks, inject);
+    const KvCacheSpec spec = sparse_kv_cache_spec(s.cache.dtype, B, b.layout.num_blocks, inject);
     const std::string canonical = ref::canonical_sparse_cache_dtype(s.cache.dtype).value_or("?");
     const int64_t ref_page = ref::page_bytes(canonical, B);
     rule(spec.page_bytes == ref_page, "page bytes at block size " + std::to_string(B) + ": " +
@@ -46,8 +46,8 @@ std::vector<CheckResult> run_layout_check(const CheckContext& ctx) {
                                     "] covers " + std::to_string(view_page) + " bytes of each " +
                                     std::to_string(ref_page) + "-byte page");
     if (canonical == "fp8_ds_mla")
-      rule(b.geometry.page_stride_bytes == ref_page + s.cache.page_padding_bytes,
-           "pool page stride " + std::to_string(b.geometry.page_stride_bytes) + " vs reference page " +
+      rule(b.layout.page_stride_bytes == ref_page + s.cache.page_padding_bytes,
+           "pool page stride " + std::to_string(b.layout.page_stride_bytes) + " vs reference page " +
                std::to_string(ref_page) + " + padding " + std::to_string(s.cache.page_padding_bytes));
     r.metrics.bit_exact = r.metrics.mismatches == 0;
     r.metrics.extra["page_bytes"] = static_cast<double>(ref_page);

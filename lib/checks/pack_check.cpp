@@ -2,10 +2,10 @@
 // the whole cache must equal the reference's bytes, skipped tokens (slot -1, slot past the pool)
 // and unused slots and page padding untouched.
 #include "kernels/common/ds_mla_entry.h"
-#include "lib/buffer_set.h"
+#include "lib/checks/buffer_set.h"
 #include "lib/checks/check_context.h"
-#include "lib/compare.h"
-#include "lib/rng.h"
+#include "lib/checks/compare.h"
+#include "lib/batch/rng.h"
 
 namespace mla {
 
@@ -31,7 +31,7 @@ PackInputs make_pack_inputs(const Scenario& s, const Batch& b, const CacheData& 
   std::vector<uint16_t> junk_kv(512), junk_pe(64);
   for (auto& v : junk_kv) v = 0x4000;  // 2.0: visible if it lands anywhere
   for (auto& v : junk_pe) v = 0x4000;
-  const int64_t capacity = b.geometry.num_blocks * b.geometry.block_size;
+  const int64_t capacity = b.layout.num_slots();
   for (size_t t = 0; t < b.all_slots.size(); ++t) {
     if (rng.below(8) == 0) push(junk_kv.data(), junk_pe.data(), -1);
     if (rng.below(16) == 0) push(junk_kv.data(), junk_pe.data(), capacity + static_cast<int64_t>(rng.below(64)));
@@ -41,10 +41,9 @@ PackInputs make_pack_inputs(const Scenario& s, const Batch& b, const CacheData& 
 }
 
 std::vector<bool> untouched_mask(const Batch& b) {
-  std::vector<bool> mask(static_cast<size_t>(b.geometry.bytes()), true);
+  std::vector<bool> mask(static_cast<size_t>(b.layout.cache_bytes()), true);
   for (int64_t slot : b.all_slots) {
-    const int64_t base = slot / b.geometry.block_size * b.geometry.page_stride_bytes +
-                         slot % b.geometry.block_size * DsMlaEntry::kBytes;
+    const int64_t base = b.layout.entry_offset(slot);
     for (int i = 0; i < DsMlaEntry::kBytes; ++i) mask[static_cast<size_t>(base + i)] = false;
   }
   return mask;
@@ -66,9 +65,9 @@ std::vector<CheckResult> run_pack_check(const CheckContext& ctx) {
     p.k_pe = bufs.input(in.k_pe);
     p.slot_mapping = bufs.input(in.slots);
     p.num_tokens = n;
-    std::vector<uint8_t> initial(static_cast<size_t>(b.geometry.bytes()), kUnusedCacheByte);
+    std::vector<uint8_t> initial(static_cast<size_t>(b.layout.cache_bytes()), kUnusedCacheByte);
     GuardedBuffer& cache = bufs.in_out(initial);
-    p.cache = {cache.as<uint8_t>(), b.geometry.num_blocks, b.geometry.block_size, b.geometry.page_stride_bytes};
+    p.cache = cache_view(b.layout, cache.as<uint8_t>());
     must(ctx.backend.pack(p));
     must(ctx.backend.synchronize());
 

@@ -42,8 +42,8 @@
 #include "kernels/cuda/sparse_mqa/sparse_mqa_launcher.h"
 #include "kernels/kernel_policy.h"
 #include "kernels/host/host_kernels.h"
-#include "lib/rng.h"
-#include "lib/sparse_mqa_plan.h"
+#include "lib/batch/rng.h"
+#include "lib/pipeline/sparse_mqa_plan.h"
 
 namespace {
 

@@ -28,7 +28,7 @@
 
 #include "kernels/common/bf16.h"
 #include "kernels/common/ds_mla_entry.h"
-#include "lib/rng.h"
+#include "lib/batch/rng.h"
 
 namespace {
 

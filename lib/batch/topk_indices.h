@@ -1,0 +1,22 @@
+// Top-k index generation: the request-local positions a causal indexer could pick for a token,
+// and the adversarial invalid entries written over them (SPEC 3, 6).
+#pragma once
+
+#include <cstdint>
+
+#include "lib/batch/batch.h"
+#include "lib/batch/rng.h"
+#include "lib/scenario/scenario.h"
+
+namespace mla {
+
+// K distinct positions of [0, pos] in random order (Floyd's sampling), -1 padded when fewer than
+// K are visible.
+void pick_visible_topk(Rng& rng, int64_t pos, int32_t k, int32_t* row);
+
+// Overwrites entries of a row of request `req` with the invalid mix: -1, INT_MIN, values near
+// INT_MAX, positions past the block-table width, positions in a logical block whose table entry
+// is -1 (falls back to -1 when the request has no such block).
+void apply_invalid_mix(Rng& rng, const InvalidMix& mix, const Batch& b, int32_t req, int32_t* row, int32_t k);
+
+}  // namespace mla

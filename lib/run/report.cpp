@@ -1,0 +1,233 @@
+#include "lib/run/report.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#ifndef MLA_VERSION
+#define MLA_VERSION "0.0.0"
+#endif
+#ifndef MLA_GIT_REVISION
+#define MLA_GIT_REVISION "unknown"
+#endif
+
+namespace mla {
+
+using nlohmann::json;
+
+const char* tool_version() { return MLA_VERSION; }
+const char* tool_git_revision() { return MLA_GIT_REVISION; }
+
+namespace {
+
+json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+double number_or_nan(const json& j) { return j.is_number() ? j.get<double>() : std::nan(""); }
+
+json metrics_to_json(const Metrics& m) {
+  json j = {
+      {"elements", m.elements},
+      {"mismatches", m.mismatches},
+      {"bit_exact", m.bit_exact ? json(*m.bit_exact) : json(nullptr)},
+      {"max_abs_err", number_or_null(m.max_abs_err)},
+      {"max_rel_err", number_or_null(m.max_rel_err)},
+      {"cos_diff", number_or_null(m.cos_diff)},
+      {"cos_tolerance", number_or_null(m.cos_tolerance)},
+      {"worst_index", m.worst_index >= 0 ? json(m.worst_index) : json(nullptr)},
+      {"worst_ref", number_or_null(m.worst_ref)},
+      {"worst_got", number_or_null(m.worst_got)},
+      {"nonfinite_mismatches", m.nonfinite_mismatches},
+      {"guard_bytes_changed", m.guard_bytes_changed},
+      {"untouched_bytes_changed", m.untouched_bytes_changed},
+      {"inputs_modified", m.inputs_modified},
+  };
+  for (const auto& [k, v] : m.extra) j[k] = number_or_null(v);
+  return j;
+}
+
+Metrics metrics_from_json(const json& j) {
+  Metrics m;
+  m.elements = j.value("elements", int64_t{0});
+  m.mismatches = j.value("mismatches", int64_t{0});
+  if (j.contains("bit_exact") && j["bit_exact"].is_boolean()) m.bit_exact = j["bit_exact"].get<bool>();
+  m.max_abs_err = number_or_nan(j.value("max_abs_err", json()));
+  m.max_rel_err = number_or_nan(j.value("max_rel_err", json()));
+  m.cos_diff = number_or_nan(j.value("cos_diff", json()));
+  m.cos_tolerance = number_or_nan(j.value("cos_tolerance", json()));
+  m.worst_index = j.contains("worst_index") && j["worst_index"].is_number() ? j["worst_index"].get<int64_t>() : -1;
+  m.worst_ref = number_or_nan(j.value("worst_ref", json()));
+  m.worst_got = number_or_nan(j.value("worst_got", json()));
+  m.nonfinite_mismatches = j.value("nonfinite_mismatches", int64_t{0});
+  m.guard_bytes_changed = j.value("guard_bytes_changed", int64_t{0});
+  m.untouched_bytes_changed = j.value("untouched_bytes_changed", int64_t{0});
+  m.inputs_modified = j.value("inputs_modified", false);
+  static const std::map<std::string, int> kKnown = {
+      {"elements", 0}, {"mismatches", 0}, {"bit_exact", 0}, {"max_abs_err", 0}, {"max_rel_err", 0},
+      {"cos_diff", 0}, {"cos_tolerance", 0}, {"worst_index", 0}, {"worst_ref", 0}, {"worst_got", 0}, {"nonfinite_mismatches", 0},
+      {"guard_bytes_changed", 0}, {"untouched_bytes_changed", 0}, {"inputs_modified", 0}};
+  for (const auto& [k, v] : j.items())
+    if (!kKnown.count(k)) m.extra[k] = number_or_nan(v);
+  return m;
+}
+
+json check_to_json(const CheckResult& c) {
+  return {{"id", c.id},
+          {"check", c.check},
+          {"verdict", to_string(c.verdict)},
+          {"reason", c.reason.empty() ? json(nullptr) : json(c.reason)},
+          {"duration_s", c.duration_s},
+          {"metrics", metrics_to_json(c.metrics)}};
+}
+
+json scenario_to_json_value(const ScenarioResult& s) {
+  json checks = json::array();
+  for (const auto& c : s.checks) checks.push_back(check_to_json(c));
+  return {{"name", s.name},
+          {"file", s.file},
+          {"verdict", to_string(s.verdict)},
+          {"error", s.error.empty() ? json(nullptr) : json(s.error)},
+          {"repro", s.repro},
+          {"duration_s", s.duration_s},
+          {"checks", checks}};
+}
+
+}  // namespace
+
+Verdict run_verdict(const RunReport& r) {
+  std::vector<Verdict> v;
+  for (const auto& s : r.scenarios) v.push_back(s.verdict);
+  return aggregate(v);
+}
+
+std::string report_to_json(const RunReport& r) {
+  const Provenance& p = r.provenance;
+  json scenarios = json::array();
+  std::map<std::string, int> by_verdict;
+  int checks = 0;
+  for (const auto& s : r.scenarios) {
+    scenarios.push_back(scenario_to_json_value(s));
+    for (const auto& c : s.checks) {
+      ++checks;
+      ++by_verdict[to_string(c.verdict)];
+    }
+    if (!s.error.empty()) ++by_verdict["ERROR"];
+  }
+  json j = {
+      {"schema", kReportSchema},
+      {"provenance",
+       {{"tool", p.tool},
+        {"version", p.version},
+        {"git_revision", p.git_revision},
+        {"argv", p.argv},
+        {"backend", p.backend},
+        {"device", p.device},
+        {"runtime", p.runtime},
+        {"kernels", p.kernels},
+        {"host", p.host},
+        {"started_at", p.started_at},
+        {"duration_s", p.duration_s},
+        {"injection", p.injection.empty() ? json(nullptr) : json(p.injection)},
+        {"seed_override", p.seed_override ? json(*p.seed_override) : json(nullptr)}}},
+      {"summary",
+       {{"verdict", to_string(run_verdict(r))},
+        {"scenarios", r.scenarios.size()},
+        {"checks", checks},
+        {"by_verdict", by_verdict}}},
+      {"scenarios", scenarios},
+  };
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+namespace {
+std::string report_temp_path(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
+}  // namespace
+
+Status check_report_writable(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return Status::error("cannot write report: '" + path + "' is a directory");
+  }
+  const std::string tmp = report_temp_path(path);
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      return Status::error("cannot write report: cannot create '" + tmp + "': " + std::strerror(errno));
+    }
+  }
+  std::remove(tmp.c_str());
+  return Status();
+}
+
+Status write_report_atomic(const std::string& path, const RunReport& r) {
+  const std::string text = report_to_json(r);
+  const std::string tmp = report_temp_path(path);
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return Status::error("cannot write report: cannot open '" + tmp + "' for writing");
+    out << text;
+    out.flush();
+    if (!out) return Status::error("cannot write report: write to '" + tmp + "' failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return Status::error("cannot write report: rename to '" + path + "' failed");
+  }
+  return Status();
+}
+
+std::string scenario_result_to_json(const ScenarioResult& r) {
+  return scenario_to_json_value(r).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+namespace {
+CheckResult check_from_json_value(const json& c) {
+  CheckResult cr;
+  cr.id = c.at("id").get<std::string>();
+  cr.check = c.at("check").get<std::string>();
+  cr.verdict = verdict_from_string(c.at("verdict").get<std::string>()).value_or(Verdict::kError);
+  cr.reason = c.at("reason").is_string() ? c["reason"].get<std::string>() : "";
+  cr.duration_s = c.value("duration_s", 0.0);
+  cr.metrics = metrics_from_json(c.at("metrics"));
+  return cr;
+}
+}  // namespace
+
+std::optional<ScenarioResult> scenario_result_from_json(const std::string& text, std::string* error) {
+  try {
+    const json j = json::parse(text);
+    ScenarioResult s;
+    s.name = j.at("name").get<std::string>();
+    s.file = j.at("file").get<std::string>();
+    s.verdict = verdict_from_string(j.at("verdict").get<std::string>()).value_or(Verdict::kError);
+    s.error = j.at("error").is_string() ? j["error"].get<std::string>() : "";
+    s.repro = j.value("repro", "");
+    s.duration_s = j.value("duration_s", 0.0);
+    for (const auto& c : j.at("checks")) s.checks.push_back(check_from_json_value(c));
+    return s;
+  } catch (const std::exception& e) {
+    if (error) *error = e.what();
+    return std::nullopt;
+  }
+}
+
+std::string check_result_to_json(const CheckResult& c) {
+  return check_to_json(c).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::optional<CheckResult> check_result_from_json(const std::string& text, std::string* error) {
+  try {
+    return check_from_json_value(json::parse(text));
+  } catch (const std::exception& e) {
+    if (error) *error = e.what();
+    return std::nullopt;
+  }
+}
+
+}  // namespace mla

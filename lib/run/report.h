@@ -1,0 +1,55 @@
+// The JSON report (docs/report-format.md): schema "mla-harness.report/1", provenance, one entry per
+// scenario with its checks and metrics, null for NaN. Written atomically (temp file + rename).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/common/status.h"
+#include "lib/run/scenario_run.h"
+
+namespace mla {
+
+inline constexpr const char* kReportSchema = "mla-harness.report/1";
+
+struct Provenance {
+  std::string tool = "mla-check";
+  std::string version;
+  std::string git_revision;
+  std::vector<std::string> argv;
+  std::string backend;
+  std::string device;
+  std::string runtime;
+  std::string kernels;     // BackendInfo::kernels: the attention implementations (empty on host)
+  std::string host;
+  std::string started_at;  // ISO 8601, UTC
+  double duration_s = 0.0;
+  std::string injection;   // empty: none
+  std::optional<uint64_t> seed_override;
+};
+
+struct RunReport {
+  Provenance provenance;
+  std::vector<ScenarioResult> scenarios;
+};
+
+const char* tool_version();       // the project version compiled in
+const char* tool_git_revision();  // the git revision at configure time
+
+Verdict run_verdict(const RunReport& r);
+
+std::string report_to_json(const RunReport& r);
+Status write_report_atomic(const std::string& path, const RunReport& r);
+// Whether write_report_atomic could write `path`, asked before a run instead of after it: the
+// path is not a directory and its temporary sibling can be created (and is removed again).
+Status check_report_writable(const std::string& path);
+
+// One scenario's result, and one check's, as single-line JSON text and back (the child-process
+// protocol of the suite runner).
+std::string scenario_result_to_json(const ScenarioResult& r);
+std::optional<ScenarioResult> scenario_result_from_json(const std::string& text, std::string* error);
+std::string check_result_to_json(const CheckResult& c);
+std::optional<CheckResult> check_result_from_json(const std::string& text, std::string* error);
+
+}  // namespace mla

@@ -1,0 +1,182 @@
+#include "lib/run/suite_runner.h"
+
+#include <csignal>
+#include <cstdlib>
+#include <sstream>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "lib/run/suite_runner_children.h"
+
+namespace mla {
+
+namespace {
+
+std::string info_to_json(const BackendInfo& i) {
+  return nlohmann::json{{"name", i.name}, {"device", i.device}, {"runtime", i.runtime}, {"kernels", i.kernels}}.dump();
+}
+
+BackendProbe probe_in_process(BackendChoice choice, const KernelPolicy& kernels) {
+  BackendProbe p;
+  std::string why;
+  std::string name = "host";
+  if (choice == BackendChoice::kCuda || choice == BackendChoice::kAuto) {
+    if (cuda_backend_available(&why)) {
+      name = "cuda";
+    } else if (choice == BackendChoice::kCuda) {
+      p.error = "--backend cuda: no usable CUDA device: " + why;
+      return p;
+    }
+  }
+  auto b = make_backend(name, kernels, &p.error);
+  if (!b) return p;
+  p.info = b->info();
+  p.ok = true;
+  return p;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_backend(const std::string& name, const KernelPolicy& kernels, std::string* error) {
+  if (name == "host") return make_host_backend();
+  if (name == "cuda") return make_cuda_backend(kernels, error);
+  if (error) *error = "unknown backend '" + name + "'";
+  return nullptr;
+}
+
+BackendProbe probe_backend(BackendChoice choice, const KernelPolicy& kernels, bool isolate) {
+  if (!isolate) return probe_in_process(choice, kernels);
+  const ChildOutcome c = run_in_child(
+      [&](const ChildEmit& emit) {
+        const BackendProbe p = probe_in_process(choice, kernels);
+        emit(nlohmann::json{{"ok", p.ok}, {"error", p.error}, {"info", nlohmann::json::parse(info_to_json(p.info))}}
+                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      },
+      120.0);
+  BackendProbe p;
+  if (!c.ok) {
+    p.error = "probing the backend failed: " + c.error;
+    return p;
+  }
+  try {
+    const auto j = nlohmann::json::parse(c.output);
+    p.ok = j.at("ok").get<bool>();
+    p.error = j.at("error").get<std::string>();
+    p.info.name = j.at("info").at("name").get<std::string>();
+    p.info.device = j.at("info").at("device").get<std::string>();
+    p.info.runtime = j.at("info").at("runtime").get<std::string>();
+    p.info.kernels = j.at("info").at("kernels").get<std::string>();
+  } catch (const std::exception& e) {
+    p.ok = false;
+    p.error = std::string("probing the backend failed: unreadable answer: ") + e.what();
+  }
+  return p;
+}
+
+namespace {
+
+// Runs scenario `s` in this process (in a scenario's child, or everything with --no-isolate).
+ScenarioResult run_here(const SuiteOptions& opt, const Scenario& s,
+                        const std::function<void(const CheckResult&)>& on_check) {
+  std::string err;
+  auto backend = make_backend(opt.backend, opt.kernels, &err);
+  if (!backend) {
+    ScenarioResult r;
+    r.name = s.name;
+    r.file = s.file;
+    r.error = "cannot create the " + opt.backend + " backend: " + err;
+    r.verdict = Verdict::kError;
+    return r;
+  }
+  // Test hooks (isolated runs only): crash or hang the scenario right after its first check,
+  // to prove that neither its finished checks nor the other scenarios' results are lost.
+  const char* crash = std::getenv("MLA_CHECK_TEST_CRASH");
+  const char* hang = std::getenv("MLA_CHECK_TEST_HANG");
+  const bool crash_here = opt.isolate && crash && s.name == crash;
+  const bool hang_here = opt.isolate && hang && s.name == hang;
+  if (!crash_here && !hang_here) return run_scenario(s, *backend, opt.injection, on_check);
+  return run_scenario(s, *backend, opt.injection, [&](const CheckResult& c) {
+    if (on_check) on_check(c);
+    if (crash_here) std::raise(SIGSEGV);
+    for (;;) ::pause();
+  });
+}
+
+// The body of a scenario's child: streams "check JSON" lines as checks finish and one
+// "result JSON" line at the end.
+ChildBody scenario_child(const SuiteOptions& opt, const Scenario& s) {
+  return [&opt, &s](const ChildEmit& emit) {
+    ScenarioResult result;
+    try {
+      result = run_here(opt, s, [&](const CheckResult& check) { emit("check " + check_result_to_json(check)); });
+    } catch (const std::exception& e) {
+      // An exception escaping the scenario becomes its ERROR with the message.
+      result.name = s.name;
+      result.file = s.file;
+      result.error = std::string("scenario process: ") + e.what();
+      result.verdict = Verdict::kError;
+    }
+    emit("result " + scenario_result_to_json(result));
+  };
+}
+
+// The scenario's result from what its child sent: its "result" line when it ended well, else
+// an ERROR (crash, timeout, garbled output) that keeps every check streamed before.
+ScenarioResult result_from_child(const Scenario& s, const ChildOutcome& c) {
+  std::vector<CheckResult> streamed;
+  std::optional<ScenarioResult> final_result;
+  std::string parse_error;
+  std::istringstream lines(c.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("check ", 0) == 0) {
+      if (auto cr = check_result_from_json(line.substr(6), &parse_error)) streamed.push_back(std::move(*cr));
+    } else if (line.rfind("result ", 0) == 0) {
+      final_result = scenario_result_from_json(line.substr(7), &parse_error);
+    }
+  }
+  if (c.ok && final_result) return std::move(*final_result);
+  ScenarioResult r;
+  r.name = s.name;
+  r.file = s.file;
+  r.checks = std::move(streamed);
+  r.error = !c.ok ? c.error : "unreadable result from the scenario process: " + parse_error;
+  r.duration_s = c.duration_s;
+  r.verdict = scenario_verdict(r);
+  return r;
+}
+
+}  // namespace
+
+std::vector<ScenarioResult> run_suite(const SuiteOptions& opt) {
+  const size_t n = opt.scenarios.size();
+  std::vector<ScenarioResult> out(n);
+  const auto finish = [&](size_t i, ScenarioResult r) {
+    r.repro = opt.repro_prefix + " --scenario " + opt.scenarios[i].file;
+    out[i] = std::move(r);
+    if (opt.on_result) opt.on_result(i, n, out[i]);
+  };
+  if (!opt.isolate) {
+    for (size_t i = 0; i < n; ++i) {
+      if (opt.on_start) opt.on_start(i, n, opt.scenarios[i]);
+      finish(i, run_here(opt, opt.scenarios[i], {}));
+    }
+    return out;
+  }
+  // Scenarios start in suite order as slots free up; each result goes to its scenario's place.
+  // Leaving early (an exception from a callback) kills the children still running (~ChildPool).
+  ChildPool pool(opt.jobs);
+  size_t next = 0;
+  while (next < n || !pool.idle()) {
+    for (; next < n && !pool.full(); ++next) {
+      if (opt.on_start) opt.on_start(next, n, opt.scenarios[next]);
+      pool.start(next, scenario_child(opt, opt.scenarios[next]), opt.timeout_s);
+    }
+    for (const ChildPool::Finished& f : pool.wait_any())
+      finish(f.tag, result_from_child(opt.scenarios[f.tag], f.outcome));
+  }
+  return out;
+}
+
+}  // namespace mla

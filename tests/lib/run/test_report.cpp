@@ -1,0 +1,112 @@
+#include "lib/run/report.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace mla {
+namespace {
+
+ScenarioResult sample() {
+  ScenarioResult s;
+  s.name = "demo";
+  s.file = "scenarios/suite/demo.json";
+  s.repro = "mla-check --scenario scenarios/suite/demo.json";
+  CheckResult c;
+  c.id = "gather/chunks[1]";
+  c.check = "gather";
+  c.verdict = Verdict::kFail;
+  c.reason = "3 of 10 elements differ";
+  c.metrics.elements = 10;
+  c.metrics.mismatches = 3;
+  c.metrics.bit_exact = false;
+  c.metrics.max_abs_err = 0.5;
+  c.metrics.cos_diff = kNaN;  // must be written as null
+  c.metrics.extra["rows"] = 4;
+  s.checks.push_back(c);
+  s.verdict = scenario_verdict(s);
+  return s;
+}
+
+TEST(Report, ScenarioRoundTripsThroughJson) {
+  const ScenarioResult s = sample();
+  std::string err;
+  const auto back = scenario_result_from_json(scenario_result_to_json(s), &err);
+  ASSERT_TRUE(back) << err;
+  EXPECT_EQ(back->name, "demo");
+  EXPECT_EQ(back->verdict, Verdict::kFail);
+  ASSERT_EQ(back->checks.size(), 1u);
+  EXPECT_EQ(back->checks[0].id, "gather/chunks[1]");
+  EXPECT_EQ(back->checks[0].metrics.mismatches, 3);
+  EXPECT_FALSE(*back->checks[0].metrics.bit_exact);
+  EXPECT_TRUE(std::isnan(back->checks[0].metrics.cos_diff));
+  EXPECT_DOUBLE_EQ(back->checks[0].metrics.extra.at("rows"), 4.0);
+}
+
+TEST(Report, NoBareNaNAndSchemaAndSummary) {
+  RunReport r;
+  r.provenance.backend = "host";
+  r.scenarios.push_back(sample());
+  const std::string text = report_to_json(r);
+  // No bare NaN/Infinity value anywhere (a value follows ": ").
+  for (const char* bad : {": NaN", ": nan", ": -nan", ": Infinity", ": inf", ": -inf"})
+    EXPECT_EQ(text.find(bad), std::string::npos) << bad;
+  EXPECT_NE(text.find("\"cos_diff\": null"), std::string::npos);
+  EXPECT_NE(text.find("\"schema\": \"mla-harness.report/1\""), std::string::npos);
+  EXPECT_NE(text.find("\"verdict\": \"FAIL\""), std::string::npos);
+  EXPECT_EQ(run_verdict(r), Verdict::kFail);
+}
+
+TEST(Report, UnreadableChildOutputIsAnError) {
+  std::string err;
+  EXPECT_FALSE(scenario_result_from_json("{\"name\": 1", &err));
+  EXPECT_FALSE(err.empty());
+}
+
+TEST(Report, AtomicWriteLeavesNoTempFile) {
+  const auto dir = std::filesystem::temp_directory_path() / "mla_report_test";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "r.json").string();
+  RunReport r;
+  r.scenarios.push_back(sample());
+  ASSERT_TRUE(write_report_atomic(path, r).ok());
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), report_to_json(r));
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename(), "r.json");
+  std::filesystem::remove_all(dir);
+  EXPECT_FALSE(write_report_atomic("/nonexistent-dir/x/r.json", r).ok());
+}
+
+TEST(Report, WritableIsCheckedWithoutLeavingAFile) {
+  const auto dir = std::filesystem::temp_directory_path() / "mla_report_writable_test";
+  std::filesystem::create_directories(dir);
+  EXPECT_TRUE(check_report_writable((dir / "r.json").string()).ok());
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << "the probe's temporary file is removed";
+  const Status in_dir = check_report_writable(dir.string());
+  EXPECT_FALSE(in_dir.ok());
+  EXPECT_NE(in_dir.message().find("is a directory"), std::string::npos) << in_dir.message();
+  const Status missing = check_report_writable("/nonexistent-dir/x/r.json");
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find("/nonexistent-dir/x/r.json.tmp."), std::string::npos) << missing.message();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Report, RunVerdictIgnoresSkipsUnlessAllSkip) {
+  RunReport r;
+  ScenarioResult pass, skip;
+  pass.verdict = Verdict::kPass;
+  skip.verdict = Verdict::kSkip;
+  r.scenarios = {pass, skip};
+  EXPECT_EQ(run_verdict(r), Verdict::kPass);
+  r.scenarios = {skip};
+  EXPECT_EQ(run_verdict(r), Verdict::kSkip);
+}
+
+}  // namespace
+}  // namespace mla
