@@ -6,8 +6,10 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/common/attention_params.h"
 #include "kernels/common/cache_params.h"
@@ -27,6 +29,20 @@ struct BackendInfo {
   // dense_wgmma_debug=off dense_wgmma_max_ctas=none sync_each=0"; "error: ..." when the device
   // cannot be asked; empty on host.
   std::string kernels;
+  // What else identifies the implementation under test, for the report's provenance (a Python
+  // adapter's path, content hash and the versions it reports; empty for the harness's backends).
+  std::map<std::string, std::string> details;
+};
+
+// Where a backend's memory lives and where its operations run, for code that works beside it
+// (mla-bench's CUDA events and L2 flush, a Python adapter's tensors and stream).
+struct NativeDevice {
+  enum class Kind { kHost, kCuda };
+  Kind kind = Kind::kHost;
+  int ordinal = -1;             // CUDA device ordinal
+  void* stream = nullptr;       // the cudaStream_t every operation is issued on
+  int multiprocessors = 0;
+  int compute_capability = 0;   // major * 10 + minor, e.g. 90
 };
 
 class Backend {
@@ -34,6 +50,10 @@ class Backend {
   virtual ~Backend() = default;
 
   virtual BackendInfo info() const = 0;
+  virtual NativeDevice native_device() const { return NativeDevice{}; }
+  // Remarks on the operations since the last call, for the check that ran them (e.g. an adapter
+  // that returned its outputs instead of writing them in place).
+  virtual std::vector<std::string> take_notes() { return {}; }
 
   // Memory. allocate() returns memory aligned to at least 256 bytes.
   virtual Status allocate(std::size_t bytes, void** ptr) = 0;
@@ -45,7 +65,6 @@ class Backend {
   // Cache path (docs/semantics.md §1-§3).
   virtual Status pack(const PackParams& p) = 0;
   virtual Status gather(const GatherParams& p) = 0;
-  virtual Status gather_flat_fp8(const FlatFp8GatherParams& p) = 0;
   virtual Status convert(const ConvertParams& p) = 0;
 
   // Attention (docs/semantics.md §4). A backend without an operation keeps the default, which says so; the

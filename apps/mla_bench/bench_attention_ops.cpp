@@ -27,12 +27,6 @@
 #include "lib/pipeline/sparse_mqa_plan.h"
 #include "lib/batch/topk_indices.h"
 
-#if defined(MLA_HAVE_CUDA)
-#include <cuda_runtime.h>
-
-#include "kernels/cuda/cuda_backend.h"
-#endif
-
 namespace mla::bench {
 namespace {
 
@@ -88,19 +82,11 @@ std::string gflop(double flops) {
   return buf;
 }
 
-// The sparse plan's target (lib/sparse_mqa_plan.h): two waves of CTAs on this device; off the GPU,
+// The sparse plan's target (lib/pipeline/sparse_mqa_plan.h): two waves of CTAs on this device; off the GPU,
 // ForwardConfig's default count of multiprocessors-worth.
 int32_t sparse_target_items(Backend& backend, int32_t heads) {
-#if defined(MLA_HAVE_CUDA)
-  if (auto* cuda = dynamic_cast<CudaBackend*>(&backend)) {
-    int sms = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cuda->device()) == cudaSuccess && sms > 0) {
-      return sparse_plan_target(sms, heads);
-    }
-    (void)cudaGetLastError();
-  }
-#endif
-  (void)backend;
+  const NativeDevice device = backend.native_device();
+  if (device.multiprocessors > 0) return sparse_plan_target(device.multiprocessors, heads);
   return sparse_plan_target(ForwardConfig{}.target_work_items / 2, heads);
 }
 
@@ -184,11 +170,6 @@ class RecordingBackend final : public ForwardingBackend {
   Status gather(const GatherParams& p) override {
     return call_and_record("gather", p, {0.0, static_cast<double>(p.num_rows) * kGatherBytesPerRow, FlopKind::kNone},
                    [](Backend& b, const GatherParams& q) { return b.gather(q); });
-  }
-  Status gather_flat_fp8(const FlatFp8GatherParams& p) override {
-    return call_and_record("gather_flat_fp8", p,
-                   {0.0, static_cast<double>(p.base.num_rows) * kGatherBytesPerRow, FlopKind::kNone},
-                   [](Backend& b, const FlatFp8GatherParams& q) { return b.gather_flat_fp8(q); });
   }
   Status convert(const ConvertParams& p) override {
     const double bytes = static_cast<double>(p.num_tokens) * p.topk * kConvertBytesPerElement +

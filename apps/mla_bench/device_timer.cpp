@@ -5,7 +5,6 @@
 #if defined(MLA_HAVE_CUDA)
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/common/cuda_check.h"
 #endif
 
@@ -72,8 +71,9 @@ class CudaEventTimer final : public DeviceTimer {
 
 Status DeviceTimer::create(Backend& backend, std::unique_ptr<DeviceTimer>* out) {
 #if defined(MLA_HAVE_CUDA)
-  if (auto* cuda = dynamic_cast<CudaBackend*>(&backend)) {
-    auto timer = std::make_unique<CudaEventTimer>(cuda->stream());
+  const NativeDevice device = backend.native_device();
+  if (device.kind == NativeDevice::Kind::kCuda) {
+    auto timer = std::make_unique<CudaEventTimer>(static_cast<cudaStream_t>(device.stream));
     MLA_RETURN_IF_ERROR(timer->init());
     *out = std::move(timer);
     return Status();

@@ -1,5 +1,5 @@
 // Timing of one operation per benchmark iteration on a backend.
-//   CUDA backend: two CUDA events recorded on the backend's own stream (CudaBackend::stream())
+//   CUDA backend: two CUDA events recorded on the backend's own stream (Backend::native_device())
 //   around the work; stop() waits for the stop event and returns the device time between them.
 //   Any other backend: std::chrono::steady_clock around the call, after Backend::synchronize().
 // Work issued before start() (the L2 flush) is outside the timed region.

@@ -27,6 +27,7 @@
 #include "apps/mla_bench/roofline.h"
 #include "apps/mla_bench/sweep.h"
 #include "kernels/backend.h"
+#include "lib/backends/backend_choice.h"
 #include "lib/backends/kernel_policy_env.h"
 #include "lib/run/report.h"
 
@@ -134,6 +135,7 @@ int list_sweeps() {
 
 struct Options {
   std::string backend = "auto";
+  bool adapter_fallback = false;
   std::string sweep;
   std::string dump_dir;
   bool list_sweeps = false, quick = false, no_host_caps = false, version = false;
@@ -141,9 +143,12 @@ struct Options {
 };
 
 void add_options(CLI::App& app, Options& o) {
-  app.add_option("--backend", o.backend, "auto (cuda when available), host or cuda")
-      ->check(CLI::IsMember({"auto", "host", "cuda"}))
+  app.add_option("--backend", o.backend,
+                 "auto (cuda when available), host, cuda, or python:ADAPTER.py (an implementation under test, timed "
+                 "by the same protocol: docs/adapters.md)")
       ->capture_default_str();
+  app.add_flag("--adapter-fallback", o.adapter_fallback,
+               "With python:ADAPTER.py: operations the adapter lacks run on the harness's own backend");
   auto* sweep = app.add_option("--sweep", o.sweep,
                                "Built-in sweep name or sweep file (default: cache_path; see --list-sweeps)");
   app.add_flag("--quick", o.quick, "The small 'quick' sweep (a smoke test); same as --sweep quick")->excludes(sweep);
@@ -253,26 +258,29 @@ int run(int argc, char** argv) {
 
   std::unique_ptr<Backend> backend;
   {
+    BackendChoice choice;
+    if (const std::string bad = parse_backend_choice(backend_name, &choice); !bad.empty()) {
+      std::fprintf(stderr, "mla-bench: --backend: %s\n", bad.c_str());
+      return kExitUsage;
+    }
+    if (opt.adapter_fallback && choice.kind != BackendChoice::Kind::kPython) {
+      std::fprintf(stderr, "mla-bench: --adapter-fallback needs --backend python:ADAPTER.py\n");
+      return kExitUsage;
+    }
+    choice.adapter_fallback = opt.adapter_fallback;
     // The CUDA backend's kernel policy (MLA_* variables), read once; info.kernels (the context's
     // mla_kernels) records it as the backend applies it.
-    KernelPolicy kernels;
-    if (const Status s = kernel_policy_from_environment(&kernels); !s.ok()) {
+    if (const Status s = kernel_policy_from_environment(&choice.kernels); !s.ok()) {
       std::fprintf(stderr, "mla-bench: %s\n", s.message().c_str());
       return kExitUsage;
     }
     std::string why;
-    const bool want_cuda = backend_name == "cuda" || (backend_name == "auto" && cuda_backend_available(&why));
-    if (want_cuda) {
-      backend = make_cuda_backend(kernels, &why);
-      if (!backend) {
-        std::fprintf(stderr, "mla-bench: --backend %s: the CUDA backend is not available: %s\n",
-                     backend_name.c_str(), why.c_str());
-        // Asked for by name and not there: a usage error, as in mla-check; found by auto and then
-        // failing: a runtime error.
-        return backend_name == "cuda" ? kExitUsage : kExitRuntime;
-      }
-    } else {
-      backend = make_host_backend();
+    backend = make_backend(choice, &why);
+    if (!backend) {
+      std::fprintf(stderr, "mla-bench: --backend %s: %s\n", backend_name.c_str(), why.c_str());
+      // Asked for by name and not there: a usage error, as in mla-check; found by auto and then
+      // failing: a runtime error.
+      return choice.kind == BackendChoice::Kind::kAuto ? kExitRuntime : kExitUsage;
     }
   }
   const BackendInfo info = backend->info();
@@ -330,6 +338,7 @@ int run(int argc, char** argv) {
   benchmark::AddCustomContext("mla_device", info.device);
   if (!info.runtime.empty()) benchmark::AddCustomContext("mla_runtime", info.runtime);
   if (!info.kernels.empty()) benchmark::AddCustomContext("mla_kernels", info.kernels);
+  for (const auto& [key, value] : info.details) benchmark::AddCustomContext("mla_backend_" + key, value);
   benchmark::AddCustomContext("mla_sweep", sweep.name + " (" + sweep.source + ")");
   benchmark::AddCustomContext("mla_timing", timer->on_device()
                                                 ? "CUDA events on the backend stream, L2 flushed before each iteration after the lead (mla_lead_cycles)"

@@ -60,9 +60,9 @@ size_t online_cpus() {
 // taken as given.
 constexpr size_t kAutoJobsOnGpu = 8;
 
-size_t auto_jobs(const std::string& backend) {
+size_t auto_jobs(bool on_gpu) {
   const size_t cpus = online_cpus();
-  return backend == "cuda" ? std::min(cpus, kAutoJobsOnGpu) : cpus;
+  return on_gpu ? std::min(cpus, kAutoJobsOnGpu) : cpus;
 }
 
 }  // namespace
@@ -84,9 +84,14 @@ int run(int argc, char** argv) {
                  "Run only this check of each scenario (repeatable, e.g. sparse_mqa); scenarios without any of "
                  "them are left out");
   app.add_flag("--list", list, "List the selected scenarios and exit");
-  app.add_option("--backend", backend_name, "auto (GPU when present), host or cuda")
-      ->check(CLI::IsMember({"auto", "host", "cuda"}))
+  bool adapter_fallback = false;
+  app.add_option("--backend", backend_name,
+                 "auto (GPU when present), host, cuda, or python:ADAPTER.py (an implementation under test: "
+                 "docs/adapters.md)")
       ->capture_default_str();
+  app.add_flag("--adapter-fallback", adapter_fallback,
+               "With python:ADAPTER.py: operations the adapter lacks run on the harness's own backend of its device "
+               "(else the checks that need them are skipped)");
   app.add_option("--report", report_path, "Write the JSON report (schema mla-harness.report/1) to FILE");
   app.add_option("--inject", inject_name, "Reproduce a known failure mode (see --list-injections)");
   app.add_flag("--list-injections", list_injections, "List the failure injections and exit");
@@ -187,33 +192,40 @@ int run(int argc, char** argv) {
     }
   }
 
-  const BackendChoice choice = backend_name == "cuda" ? BackendChoice::kCuda
-                               : backend_name == "host" ? BackendChoice::kHost
-                                                        : BackendChoice::kAuto;
+  BackendChoice choice;
+  if (const std::string bad = parse_backend_choice(backend_name, &choice); !bad.empty()) {
+    std::fprintf(stderr, "mla-check: --backend: %s\n", bad.c_str());
+    return kExitUsage;
+  }
+  if (adapter_fallback && choice.kind != BackendChoice::Kind::kPython) {
+    std::fprintf(stderr, "mla-check: --adapter-fallback needs --backend python:ADAPTER.py\n");
+    return kExitUsage;
+  }
+  choice.adapter_fallback = adapter_fallback;
   // The CUDA backend's kernel policy (MLA_* variables), read once: the probe and every scenario
   // process make their backend with it, and the report records it as the probe's backend applies it.
-  KernelPolicy kernels;
-  if (const Status s = kernel_policy_from_environment(&kernels); !s.ok()) {
+  if (const Status s = kernel_policy_from_environment(&choice.kernels); !s.ok()) {
     std::fprintf(stderr, "mla-check: %s\n", s.message().c_str());
     return kExitUsage;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const BackendProbe probe = probe_backend(choice, kernels, !no_isolate);
+  const BackendProbe probe = probe_backend(choice, !no_isolate);
   if (!probe.ok) {
     std::fprintf(stderr, "mla-check: %s\n", probe.error.c_str());
-    return choice == BackendChoice::kCuda ? kExitUsage : kExitRuntime;
+    // Asked for by name and not usable: bad usage; found by auto and then failing: runtime.
+    return choice.kind == BackendChoice::Kind::kAuto ? kExitRuntime : kExitUsage;
   }
 
   const bool tty = ::isatty(STDERR_FILENO) != 0;
   SuiteOptions opt;
   opt.scenarios = std::move(scenarios);
-  opt.backend = probe.info.name;
-  opt.kernels = kernels;
+  opt.backend = probe.resolved;
   opt.injection = *injection;
   opt.isolate = !no_isolate;
   opt.timeout_s = timeout_s;
-  opt.jobs = jobs > 0 ? static_cast<size_t>(jobs) : auto_jobs(probe.info.name);
-  opt.repro_prefix = std::string(argv[0]) + " --backend " + probe.info.name +
+  opt.jobs = jobs > 0 ? static_cast<size_t>(jobs) : auto_jobs(probe.on_gpu);
+  opt.repro_prefix = std::string(argv[0]) + " --backend " + to_string(probe.resolved) +
+                     (adapter_fallback ? " --adapter-fallback" : "") +
                      (inject_name.empty() ? "" : " --inject " + inject_name) +
                      (seed ? " --seed " + std::to_string(*seed) : "");
   for (CheckKind k : only_checks) opt.repro_prefix += std::string(" --check ") + to_string(k);
@@ -231,6 +243,7 @@ int run(int argc, char** argv) {
   report.provenance.device = probe.info.device;
   report.provenance.runtime = probe.info.runtime;
   report.provenance.kernels = probe.info.kernels;
+  report.provenance.backend_details = probe.info.details;
   report.provenance.host = hostname();
   report.provenance.started_at = utc_now_iso8601();
   report.provenance.injection = to_string(*injection);

@@ -77,6 +77,11 @@ class CudaBackendImpl final : public CudaBackend {
     info_.device = std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) +
                    ", " + std::to_string(prop.multiProcessorCount) + " SMs, L2 " +
                    mib_string(static_cast<double>(prop.l2CacheSize)) + " MiB)";
+    native_.kind = NativeDevice::Kind::kCuda;
+    native_.ordinal = device_;
+    native_.stream = stream_;
+    native_.multiprocessors = prop.multiProcessorCount;
+    native_.compute_capability = prop.major * 10 + prop.minor;
     info_.runtime = "CUDA runtime " + version_string(runtime) + ", driver " + version_string(driver);
     return Status();
   }
@@ -91,6 +96,7 @@ class CudaBackendImpl final : public CudaBackend {
     info.kernels = st.ok() ? describe(policy_, sparse, dense) : "error: " + st.message();
     return info;
   }
+  NativeDevice native_device() const override { return native_; }
   cudaStream_t stream() const override { return stream_; }
   int device() const override { return device_; }
   const KernelPolicy& kernel_policy() const override { return policy_; }
@@ -141,9 +147,6 @@ class CudaBackendImpl final : public CudaBackend {
 
   Status pack(const PackParams& p) override { return issue("pack", [&] { return launch_pack(p, stream_); }); }
   Status gather(const GatherParams& p) override { return issue("gather", [&] { return launch_gather(p, stream_); }); }
-  Status gather_flat_fp8(const FlatFp8GatherParams& p) override {
-    return issue("gather_flat_fp8", [&] { return launch_gather_flat_fp8(p, stream_); });
-  }
   Status convert(const ConvertParams& p) override { return issue("convert", [&] { return launch_convert(p, stream_); }); }
 
   bool supports_attention() const override { return true; }
@@ -216,6 +219,7 @@ class CudaBackendImpl final : public CudaBackend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   BackendInfo info_;
+  NativeDevice native_;
 };
 
 }  // namespace

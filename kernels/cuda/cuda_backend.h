@@ -1,10 +1,9 @@
 // The CUDA backend (kernels/backend.h on one CUDA device). Memory comes from cudaMalloc; every
 // kernel runs on one non-default stream that the backend owns, in issue order; copies are
 // synchronous for the host (they are ordered on that stream, then the stream is synchronised).
-// Create it with make_cuda_backend(); this header exposes the stream so that the benchmark can
-// record CUDA events around the operations:
-//
-//   if (auto* cuda = dynamic_cast<mla::CudaBackend*>(backend.get())) cudaEventRecord(ev, cuda->stream());
+// Create it with make_cuda_backend(). Code beside it (mla-bench's events, an adapter's tensors)
+// reaches its stream and device through Backend::native_device(); this header adds what only the
+// CUDA backend's own tests need (the policy switch).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -33,7 +33,12 @@ std::string host_cpu_model() {
 
 class HostBackend final : public Backend {
  public:
-  BackendInfo info() const override { return BackendInfo{"host", host_cpu_model(), "", ""}; }
+  BackendInfo info() const override {
+    BackendInfo i;
+    i.name = "host";
+    i.device = host_cpu_model();
+    return i;
+  }
 
   // bytes == 0 still returns a distinct, releasable pointer. std::aligned_alloc needs a size
   // that is a multiple of the alignment.
@@ -70,11 +75,6 @@ class HostBackend final : public Backend {
   Status gather(const GatherParams& p) override {
     MLA_RETURN_IF_ERROR(p.validate());
     host::gather(p);
-    return Status();
-  }
-  Status gather_flat_fp8(const FlatFp8GatherParams& p) override {
-    MLA_RETURN_IF_ERROR(p.validate());
-    host::gather_flat_fp8(p);
     return Status();
   }
   Status convert(const ConvertParams& p) override {

@@ -13,6 +13,8 @@ class ForwardingBackend : public Backend {
   explicit ForwardingBackend(Backend& inner) : inner_(inner) {}
 
   BackendInfo info() const override { return inner_.info(); }
+  NativeDevice native_device() const override { return inner_.native_device(); }
+  std::vector<std::string> take_notes() override { return inner_.take_notes(); }
   Status allocate(std::size_t bytes, void** ptr) override { return inner_.allocate(bytes, ptr); }
   void release(void* ptr) override { inner_.release(ptr); }
   Status copy_to_device(void* dst, const void* src, std::size_t bytes) override {
@@ -25,7 +27,6 @@ class ForwardingBackend : public Backend {
 
   Status pack(const PackParams& p) override { return inner_.pack(p); }
   Status gather(const GatherParams& p) override { return inner_.gather(p); }
-  Status gather_flat_fp8(const FlatFp8GatherParams& p) override { return inner_.gather_flat_fp8(p); }
   Status convert(const ConvertParams& p) override { return inner_.convert(p); }
 
   Status gemm(const GemmParams& p) override { return inner_.gemm(p); }

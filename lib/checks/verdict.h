@@ -50,6 +50,7 @@ struct CheckResult {
   std::string reason;  // why SKIP / ERROR / FAIL, one line; empty on PASS
   double duration_s = 0.0;
   Metrics metrics;
+  std::vector<std::string> notes;  // what the reader should know beside the verdict (the backend's notes)
 };
 
 // Verdict from the metrics of one comparison: OOB beats NONFINITE beats FAIL. For exact checks

@@ -78,12 +78,14 @@ Metrics metrics_from_json(const json& j) {
 }
 
 json check_to_json(const CheckResult& c) {
-  return {{"id", c.id},
-          {"check", c.check},
-          {"verdict", to_string(c.verdict)},
-          {"reason", c.reason.empty() ? json(nullptr) : json(c.reason)},
-          {"duration_s", c.duration_s},
-          {"metrics", metrics_to_json(c.metrics)}};
+  json j = {{"id", c.id},
+            {"check", c.check},
+            {"verdict", to_string(c.verdict)},
+            {"reason", c.reason.empty() ? json(nullptr) : json(c.reason)},
+            {"duration_s", c.duration_s},
+            {"metrics", metrics_to_json(c.metrics)}};
+  if (!c.notes.empty()) j["notes"] = c.notes;
+  return j;
 }
 
 json scenario_to_json_value(const ScenarioResult& s) {
@@ -99,6 +101,21 @@ json scenario_to_json_value(const ScenarioResult& s) {
 }
 
 }  // namespace
+
+json backend_info_to_json(const BackendInfo& i) {
+  return json{{"name", i.name}, {"device", i.device}, {"runtime", i.runtime}, {"kernels", i.kernels},
+              {"details", i.details}};
+}
+
+BackendInfo backend_info_from_json(const json& j) {
+  BackendInfo i;
+  i.name = j.at("name").get<std::string>();
+  i.device = j.at("device").get<std::string>();
+  i.runtime = j.at("runtime").get<std::string>();
+  i.kernels = j.at("kernels").get<std::string>();
+  i.details = j.at("details").get<std::map<std::string, std::string>>();
+  return i;
+}
 
 Verdict run_verdict(const RunReport& r) {
   std::vector<Verdict> v;
@@ -130,6 +147,7 @@ std::string report_to_json(const RunReport& r) {
         {"device", p.device},
         {"runtime", p.runtime},
         {"kernels", p.kernels},
+        {"backend_details", p.backend_details},
         {"host", p.host},
         {"started_at", p.started_at},
         {"duration_s", p.duration_s},
@@ -195,6 +213,7 @@ CheckResult check_from_json_value(const json& c) {
   cr.reason = c.at("reason").is_string() ? c["reason"].get<std::string>() : "";
   cr.duration_s = c.value("duration_s", 0.0);
   cr.metrics = metrics_from_json(c.at("metrics"));
+  if (c.contains("notes")) cr.notes = c.at("notes").get<std::vector<std::string>>();
   return cr;
 }
 }  // namespace

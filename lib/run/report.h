@@ -2,10 +2,14 @@
 // scenario with its checks and metrics, null for NaN. Written atomically (temp file + rename).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "kernels/backend.h"
 #include "kernels/common/status.h"
 #include "lib/run/scenario_run.h"
 
@@ -22,6 +26,7 @@ struct Provenance {
   std::string device;
   std::string runtime;
   std::string kernels;     // BackendInfo::kernels: the attention implementations (empty on host)
+  std::map<std::string, std::string> backend_details;  // BackendInfo::details (a Python adapter's file, hash, versions)
   std::string host;
   std::string started_at;  // ISO 8601, UTC
   double duration_s = 0.0;
@@ -44,6 +49,10 @@ Status write_report_atomic(const std::string& path, const RunReport& r);
 // Whether write_report_atomic could write `path`, asked before a run instead of after it: the
 // path is not a directory and its temporary sibling can be created (and is removed again).
 Status check_report_writable(const std::string& path);
+
+// A backend's info as a JSON value and back (the probe's answer from its child process).
+nlohmann::json backend_info_to_json(const BackendInfo& info);
+BackendInfo backend_info_from_json(const nlohmann::json& j);  // throws on a malformed value
 
 // One scenario's result, and one check's, as single-line JSON text and back (the child-process
 // protocol of the suite runner).

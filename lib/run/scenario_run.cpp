@@ -79,7 +79,9 @@ ScenarioResult run_scenario(const Scenario& s, Backend& backend_under_test, Inje
           case CheckKind::kDeterminism: rs = run_determinism_check(actx); break;
         }
       }
+      const std::vector<std::string> notes = backend.take_notes();
       for (auto& r : rs) {
+        r.notes.insert(r.notes.end(), notes.begin(), notes.end());
         if (on_check) on_check(r);
         res.checks.push_back(std::move(r));
       }

@@ -14,44 +14,32 @@ namespace mla {
 
 namespace {
 
-std::string info_to_json(const BackendInfo& i) {
-  return nlohmann::json{{"name", i.name}, {"device", i.device}, {"runtime", i.runtime}, {"kernels", i.kernels}}.dump();
-}
-
-BackendProbe probe_in_process(BackendChoice choice, const KernelPolicy& kernels) {
+BackendProbe probe_in_process(const BackendChoice& choice) {
   BackendProbe p;
-  std::string why;
-  std::string name = "host";
-  if (choice == BackendChoice::kCuda || choice == BackendChoice::kAuto) {
-    if (cuda_backend_available(&why)) {
-      name = "cuda";
-    } else if (choice == BackendChoice::kCuda) {
-      p.error = "--backend cuda: no usable CUDA device: " + why;
-      return p;
-    }
+  p.resolved = resolve_auto(choice);
+  auto b = make_backend(p.resolved, &p.error);
+  if (!b) {
+    p.error = "--backend " + to_string(choice) + ": " + p.error;
+    return p;
   }
-  auto b = make_backend(name, kernels, &p.error);
-  if (!b) return p;
   p.info = b->info();
+  p.on_gpu = b->native_device().kind == NativeDevice::Kind::kCuda;
   p.ok = true;
   return p;
 }
 
 }  // namespace
 
-std::unique_ptr<Backend> make_backend(const std::string& name, const KernelPolicy& kernels, std::string* error) {
-  if (name == "host") return make_host_backend();
-  if (name == "cuda") return make_cuda_backend(kernels, error);
-  if (error) *error = "unknown backend '" + name + "'";
-  return nullptr;
-}
-
-BackendProbe probe_backend(BackendChoice choice, const KernelPolicy& kernels, bool isolate) {
-  if (!isolate) return probe_in_process(choice, kernels);
+BackendProbe probe_backend(const BackendChoice& choice, bool isolate) {
+  if (!isolate) return probe_in_process(choice);
   const ChildOutcome c = run_in_child(
       [&](const ChildEmit& emit) {
-        const BackendProbe p = probe_in_process(choice, kernels);
-        emit(nlohmann::json{{"ok", p.ok}, {"error", p.error}, {"info", nlohmann::json::parse(info_to_json(p.info))}}
+        const BackendProbe p = probe_in_process(choice);
+        emit(nlohmann::json{{"ok", p.ok},
+                            {"error", p.error},
+                            {"resolved", to_string(p.resolved)},
+                            {"on_gpu", p.on_gpu},
+                            {"info", backend_info_to_json(p.info)}}
                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       },
       120.0);
@@ -64,10 +52,11 @@ BackendProbe probe_backend(BackendChoice choice, const KernelPolicy& kernels, bo
     const auto j = nlohmann::json::parse(c.output);
     p.ok = j.at("ok").get<bool>();
     p.error = j.at("error").get<std::string>();
-    p.info.name = j.at("info").at("name").get<std::string>();
-    p.info.device = j.at("info").at("device").get<std::string>();
-    p.info.runtime = j.at("info").at("runtime").get<std::string>();
-    p.info.kernels = j.at("info").at("kernels").get<std::string>();
+    p.resolved = choice;
+    const std::string problem = parse_backend_choice(j.at("resolved").get<std::string>(), &p.resolved);
+    if (!problem.empty()) throw std::runtime_error(problem);
+    p.info = backend_info_from_json(j.at("info"));
+    p.on_gpu = j.at("on_gpu").get<bool>();
   } catch (const std::exception& e) {
     p.ok = false;
     p.error = std::string("probing the backend failed: unreadable answer: ") + e.what();
@@ -81,12 +70,12 @@ namespace {
 ScenarioResult run_here(const SuiteOptions& opt, const Scenario& s,
                         const std::function<void(const CheckResult&)>& on_check) {
   std::string err;
-  auto backend = make_backend(opt.backend, opt.kernels, &err);
+  auto backend = make_backend(opt.backend, &err);
   if (!backend) {
     ScenarioResult r;
     r.name = s.name;
     r.file = s.file;
-    r.error = "cannot create the " + opt.backend + " backend: " + err;
+    r.error = "cannot create the " + to_string(opt.backend) + " backend: " + err;
     r.verdict = Verdict::kError;
     return r;
   }

@@ -12,32 +12,28 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "lib/backends/backend_choice.h"
 #include "lib/backends/injection.h"
 #include "lib/run/report.h"
 #include "lib/scenario/scenario.h"
 
 namespace mla {
 
-enum class BackendChoice { kAuto, kHost, kCuda };
-
 struct BackendProbe {
   bool ok = false;
-  BackendInfo info;   // of the backend that will run
-  std::string error;  // why the requested backend cannot run
+  BackendChoice resolved;  // the choice with auto resolved: what every scenario process makes
+  BackendInfo info;        // of the backend that will run
+  bool on_gpu = false;     // its memory and operations are on a CUDA device
+  std::string error;       // why the requested backend cannot run
 };
 
-// Resolves auto (cuda when a device is usable, else host) and reports the chosen backend's info
-// (a CUDA backend's made with `kernels`).
-BackendProbe probe_backend(BackendChoice choice, const KernelPolicy& kernels, bool isolate);
-
-// Creates the backend named by info.name ("host" or "cuda") in this process; `kernels` is the CUDA
-// backend's policy (the host backend has none).
-std::unique_ptr<Backend> make_backend(const std::string& name, const KernelPolicy& kernels, std::string* error);
+// Makes the chosen backend once (in a child process with `isolate`, so that this process never
+// initialises CUDA or Python before it forks) and reports what it is.
+BackendProbe probe_backend(const BackendChoice& choice, bool isolate);
 
 struct SuiteOptions {
   std::vector<Scenario> scenarios;  // loaded and validated
-  std::string backend;              // "host" or "cuda" (after probe_backend)
-  KernelPolicy kernels;             // the CUDA backend's (the one given to probe_backend)
+  BackendChoice backend;            // resolved (probe_backend's)
   Injection injection = Injection::kNone;
   bool isolate = true;
   double timeout_s = 900.0;         // per scenario, with isolation, from its own process's start

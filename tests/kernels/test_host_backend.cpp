@@ -15,6 +15,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/common/ds_mla_entry.h"
+#include "kernels/host/host_kernels.h"
 
 namespace {
 
@@ -414,7 +415,8 @@ TEST_F(HostBackendTest, FlatFp8GatherReadsFirst576BytesWithGlobalScale) {
     p.base.num_rows = 4;
     p.entry_stride_bytes = entry_stride;
     p.global_scale = 4.0f;  // a power of two: the products are exact
-    ASSERT_TRUE(backend->gather_flat_fp8(p).ok());
+    ASSERT_TRUE(p.validate().ok());
+    mla::host::gather_flat_fp8(p);  // not a Backend operation: --inject flat-fp8-gather runs it
     // Rows 0..2 -> positions 1, 2, 3 -> (block 1, offset 1), (block 0, 0), (block 0, 1); row 3 ->
     // position 4 -> logical 2 >= width: invalid.
     const int64_t starts[] = {1 * kPageStride + 1 * entry_stride, 0, entry_stride};
@@ -573,7 +575,8 @@ TEST_F(HostBackendTest, ArbitraryTableAndIndexValuesStayInBounds) {
     ASSERT_TRUE(dst.guards_intact());
     mla::FlatFp8GatherParams flat;
     flat.base = g;
-    ASSERT_TRUE(backend->gather_flat_fp8(flat).ok());
+    ASSERT_TRUE(flat.validate().ok());
+    mla::host::gather_flat_fp8(flat);
     ASSERT_TRUE(dst.guards_intact());
 
     Guarded<int32_t> out(6 * 8, 0x7777, 0x5A5A5A5A);

@@ -19,10 +19,8 @@ namespace mla {
 // pack.cu: kv_c / k_pe rows -> fp8_ds_mla entries at slot_mapping (docs/semantics.md §1.1).
 Status launch_pack(const PackParams& p, cudaStream_t stream);
 
-// gather.cu: paged fp8_ds_mla cache -> [num_rows, 576] bf16 (docs/semantics.md §2), and the flat-FP8
-// misreading of the same rows (failure mode 2 of docs/semantics.md §6, for --inject).
+// gather.cu: paged fp8_ds_mla cache -> [num_rows, 576] bf16 (docs/semantics.md §2).
 Status launch_gather(const GatherParams& p, cudaStream_t stream);
-Status launch_gather_flat_fp8(const FlatFp8GatherParams& p, cudaStream_t stream);
 
 // convert.cu: request-local top-k positions -> global slots / workspace rows (docs/semantics.md §3).
 Status launch_convert(const ConvertParams& p, cudaStream_t stream);

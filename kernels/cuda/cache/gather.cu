@@ -1,10 +1,8 @@
-// Gather + upconvert (docs/semantics.md §2) and the flat-FP8 misreading (failure mode 2 of
-// docs/semantics.md §6). Bit for bit the host backend's gathers (kernels/host/host_gather.cpp),
-// NaN payloads aside.
+// Gather + upconvert (docs/semantics.md §2). Bit for bit the host backend's gather
+// (kernels/host/host_gather.cpp), NaN payloads aside.
 //
-// Row mapping (both readers): r = gather_row_owner(workspace_starts, num_reqs, o), p = o - ws[r] +
-// seq_starts[r], phys = block_table[r][p / B], entry = base + phys * page_stride + (p % B) *
-// entry_stride. A row is invalid (every element bf16 0x7FC0) when o < ws[0], p < 0, p / B >=
+// Row mapping: r = gather_row_owner(workspace_starts, num_reqs, o), p = o - ws[r] + seq_starts[r],
+// phys = block_table[r][p / B], entry = base + phys * page_stride + (p % B) * 656. A row is invalid (every element bf16 0x7FC0) when o < ws[0], p < 0, p / B >=
 // block_table_width, or phys < 0 or >= num_blocks. Every value read from device memory (starts,
 // block-table entries) is bounds-checked before it forms an address, so no value there can make
 // the kernel read outside the cache, the block table or the starts.
@@ -17,11 +15,10 @@
 // kGatherRowsPerWarp rows, issuing the loads of kGatherRowsInFlight rows before converting any of
 // them. One step per block, which beats a persistent grid for this kernel: a step's work is a
 // dependent chain (request search, block table, then the loads). Within a row, lane l handles the
-// 8-byte chunks l, l + 32 (and l + 64 for the flat reader's 72 chunks): every load and store
-// instruction of the warp covers 256 contiguous source bytes / 512 contiguous output bytes.
-//   fp8_ds_mla: chunk c is FP8 bytes [8c, 8c + 8) of tile c / 16; every lane copies 4 of the 128
-//               RoPE bytes.
-//   flat FP8:   chunk c is bytes [8c, 8c + 8) of the 576, all with the one global scale.
+// 8-byte chunks l and l + 32: every load and store instruction of the warp covers 256 contiguous
+// source bytes / 512 contiguous output bytes. Chunk c is FP8 bytes [8c, 8c + 8) of tile c / 16;
+// every lane copies 4 of the 128 RoPE bytes. An invalid row is 72 chunks of 8 NaNs (lanes l,
+// l + 32, l + 64).
 // Dequantization is bf16_rne(e4m3_to_f32(b) * scale) with one IEEE multiply (__fmul_rn: never
 // contracted into an FMA); the conversions run two at a time (fp8_codec.cuh), same bits.
 #include "kernels/common/bf16.h"
@@ -44,8 +41,9 @@ constexpr int kGatherRowsPerWarp = kGatherRowsPerBlock / kGatherWarpsPerBlock;
 constexpr int kGatherRowsInFlight = 4;    // rows whose loads a warp issues before converting
 constexpr int kGatherStagedReqs = 256;    // up to this many requests, a block stages their starts
 constexpr int kNopeChunks = DsMlaEntry::kNopeBytes / 8;    // 64 chunks of 8 FP8 bytes
-constexpr int kFlatChunks = DsMlaEntry::kLatentDims / 8;   // 72 chunks of 8 FP8 bytes
-constexpr int kChunksPerLane = (kFlatChunks + kWarpSize - 1) / kWarpSize;  // 3 (2 for fp8_ds_mla)
+constexpr int kRowChunks = DsMlaEntry::kLatentDims / 8;    // 72 chunks of 8 bf16 in an output row
+constexpr int kNopeChunksPerLane = kNopeChunks / kWarpSize;                      // 2
+constexpr int kRowChunksPerLane = (kRowChunks + kWarpSize - 1) / kWarpSize;      // 3
 
 static_assert(kGatherRowsPerBlock <= kGatherThreads && kGatherRowsPerWarp % kGatherRowsInFlight == 0,
               "one thread resolves each row; warps take whole groups of rows in flight");
@@ -53,13 +51,10 @@ static_assert(kNopeChunks == 2 * kWarpSize, "fp8_ds_mla: two NoPE chunks per lan
 static_assert(DsMlaEntry::kTileDims % 8 == 0 && DsMlaEntry::kRopeBytes == 4 * kWarpSize,
               "chunks never straddle a tile; every lane copies 4 RoPE bytes");
 
-enum class Reader { kDsMla, kFlatFp8 };
-
 struct GatherArgs {
   const uint8_t* cache;               // [num_blocks, page_stride_bytes]
   int64_t num_blocks;
   int64_t page_stride_bytes;
-  int64_t entry_stride_bytes;         // 656 (fp8_ds_mla) or the flat reader's stride
   int32_t block_size;
   const int32_t* block_table;         // [num_reqs, block_table_stride]
   int64_t block_table_stride;
@@ -70,7 +65,6 @@ struct GatherArgs {
   bf16_t* dst;                        // [num_rows, dst_row_stride]
   int64_t dst_row_stride;
   int64_t num_rows;
-  float global_scale;                 // flat reader only
 };
 
 // The request starts a block resolves rows against: workspace_starts and seq_starts (nullptr when
@@ -92,7 +86,7 @@ __device__ __forceinline__ int64_t source_offset(const GatherArgs& a, const Requ
   if (logical >= a.block_table_width) return -1;
   const int32_t phys = __ldg(a.block_table + r * a.block_table_stride + logical);
   if (phys < 0 || phys >= a.num_blocks) return -1;
-  return phys * a.page_stride_bytes + (pos % a.block_size) * a.entry_stride_bytes;
+  return phys * a.page_stride_bytes + (pos % a.block_size) * DsMlaEntry::kBytes;
 }
 
 // 8 FP8 bytes -> 8 bf16: bf16_rne(e4m3_to_f32(byte) * scale), one IEEE fp32 multiply per element
@@ -113,65 +107,52 @@ __device__ __forceinline__ uint4 dequant8(uint2 q, float scale) {
 // One row's source bytes as lane `lane` holds them, loaded before any row in flight is converted.
 struct RowSource {
   bool valid;                  // source_offset() >= 0
-  uint2 q[kChunksPerLane];     // chunk lane + 32 k
-  uint32_t rope;               // fp8_ds_mla: RoPE bytes [4 lane, 4 lane + 4) (one register per row)
-  float scale[2];              // fp8_ds_mla: the scales of chunks lane and lane + 32
+  uint2 q[kNopeChunksPerLane];  // chunk lane + 32 k
+  uint32_t rope;                // RoPE bytes [4 lane, 4 lane + 4) (one register per row)
+  float scale[kNopeChunksPerLane];  // the scales of chunks lane and lane + 32
 };
 
-template <Reader kReader, bool kVecSrc>
+template <bool kVecSrc>
 __device__ __forceinline__ void load_source(const GatherArgs& a, int64_t offset, RowSource& s, int lane) {
   s.valid = offset >= 0;
   if (!s.valid) return;  // the same in every lane: uniform
   const uint8_t* entry = a.cache + offset;
-  if constexpr (kReader == Reader::kDsMla) {
 #pragma unroll
-    for (int k = 0; k < 2; ++k) s.q[k] = cuda_io::load8<kVecSrc>(entry + DsMlaEntry::kNopeOffset + 8 * (lane + 32 * k));
-    // Chunk c is in tile c / 16: lanes 0..15 use tiles 0 and 2, lanes 16..31 tiles 1 and 3.
-    const int tile = lane / (DsMlaEntry::kTileDims / 8);
-    s.scale[0] = cuda_io::load_f32<kVecSrc>(entry + DsMlaEntry::kScaleOffset + 4 * tile);
-    s.scale[1] = cuda_io::load_f32<kVecSrc>(entry + DsMlaEntry::kScaleOffset + 4 * (tile + 2));
-    s.rope = __float_as_uint(cuda_io::load_f32<kVecSrc>(entry + DsMlaEntry::kRopeOffset + 4 * lane));
-  } else {
-#pragma unroll
-    for (int k = 0; k < kChunksPerLane; ++k) {
-      if (lane + kWarpSize * k < kFlatChunks) s.q[k] = cuda_io::load8<kVecSrc>(entry + 8 * (lane + kWarpSize * k));
-    }
-  }
+  for (int k = 0; k < kNopeChunksPerLane; ++k)
+    s.q[k] = cuda_io::load8<kVecSrc>(entry + DsMlaEntry::kNopeOffset + 8 * (lane + kWarpSize * k));
+  // Chunk c is in tile c / 16: lanes 0..15 use tiles 0 and 2, lanes 16..31 tiles 1 and 3.
+  const int tile = lane / (DsMlaEntry::kTileDims / 8);
+  s.scale[0] = cuda_io::load_f32<kVecSrc>(entry + DsMlaEntry::kScaleOffset + 4 * tile);
+  s.scale[1] = cuda_io::load_f32<kVecSrc>(entry + DsMlaEntry::kScaleOffset + 4 * (tile + 2));
+  s.rope = __float_as_uint(cuda_io::load_f32<kVecSrc>(entry + DsMlaEntry::kRopeOffset + 4 * lane));
 }
 
-template <Reader kReader, bool kVecDst>
-__device__ __forceinline__ void write_row(const GatherArgs& a, const RowSource& s, bf16_t* row, int lane) {
-  constexpr int kChunks = kReader == Reader::kDsMla ? kNopeChunks : kFlatChunks;
+template <bool kVecDst>
+__device__ __forceinline__ void write_row(const RowSource& s, bf16_t* row, int lane) {
   if (!s.valid) {
     const uint32_t nan2 = static_cast<uint32_t>(kBf16QuietNaN) * 0x00010001u;
     const uint4 nan8 = make_uint4(nan2, nan2, nan2, nan2);
 #pragma unroll
-    for (int k = 0; k < kChunksPerLane; ++k) {  // 72 chunks of 8 elements = the whole row
-      if (lane + kWarpSize * k < kFlatChunks) cuda_io::store16<kVecDst>(row + 8 * (lane + kWarpSize * k), nan8);
+    for (int k = 0; k < kRowChunksPerLane; ++k) {  // 72 chunks of 8 elements = the whole row
+      if (lane + kWarpSize * k < kRowChunks) cuda_io::store16<kVecDst>(row + 8 * (lane + kWarpSize * k), nan8);
     }
     return;
   }
 #pragma unroll
-  for (int k = 0; k < kChunksPerLane; ++k) {
-    const int c = lane + kWarpSize * k;
-    if (c >= kChunks) continue;
-    const float scale = kReader == Reader::kDsMla ? s.scale[k] : a.global_scale;
-    cuda_io::store16<kVecDst>(row + 8 * c, dequant8(s.q[k], scale));
-  }
-  if constexpr (kReader == Reader::kDsMla) {
-    bf16_t* rope = row + DsMlaEntry::kNopeDims + 2 * lane;
-    if constexpr (kVecDst) {
-      *reinterpret_cast<uint32_t*>(rope) = s.rope;
-    } else {
-      rope[0] = static_cast<bf16_t>(s.rope);
-      rope[1] = static_cast<bf16_t>(s.rope >> 16);
-    }
+  for (int k = 0; k < kNopeChunksPerLane; ++k)
+    cuda_io::store16<kVecDst>(row + 8 * (lane + kWarpSize * k), dequant8(s.q[k], s.scale[k]));
+  bf16_t* rope = row + DsMlaEntry::kNopeDims + 2 * lane;
+  if constexpr (kVecDst) {
+    *reinterpret_cast<uint32_t*>(rope) = s.rope;
+  } else {
+    rope[0] = static_cast<bf16_t>(s.rope);
+    rope[1] = static_cast<bf16_t>(s.rope >> 16);
   }
 }
 
-// kVecSrc: the cache base is 16-byte aligned and the entry stride a multiple of 16 (the page
-// stride is, by validate()). kVecDst: dst is 16-byte aligned and its row stride a multiple of 8.
-template <Reader kReader, bool kVecSrc, bool kVecDst>
+// kVecSrc: the cache base and the page stride are 16-byte aligned (656 = 41 x 16). kVecDst: dst
+// is 16-byte aligned and its row stride a multiple of 8.
+template <bool kVecSrc, bool kVecDst>
 __global__ void __launch_bounds__(kGatherThreads, 4) gather_kernel(const GatherArgs a) {
   __shared__ int64_t row_offset[kGatherRowsPerBlock];
   __shared__ int32_t staged_ws[kGatherStagedReqs];
@@ -206,43 +187,42 @@ __global__ void __launch_bounds__(kGatherThreads, 4) gather_kernel(const GatherA
       RowSource src[kGatherRowsInFlight];
 #pragma unroll
       for (int u = 0; u < kGatherRowsInFlight; ++u) {
-        load_source<kReader, kVecSrc>(a, row_offset[j + u], src[u], lane);  // -1 past the last row
+        load_source<kVecSrc>(a, row_offset[j + u], src[u], lane);  // -1 past the last row
       }
 #pragma unroll
       for (int u = 0; u < kGatherRowsInFlight; ++u) {
         const int64_t o = base + j + u;
-        if (o < a.num_rows) write_row<kReader, kVecDst>(a, src[u], a.dst + o * a.dst_row_stride, lane);
+        if (o < a.num_rows) write_row<kVecDst>(src[u], a.dst + o * a.dst_row_stride, lane);
       }
     }
     __syncthreads();  // row_offset is rewritten by the next step
   }
 }
 
-template <Reader kReader>
 Status launch(const GatherArgs& a, cudaStream_t stream) {
   const unsigned grid = cuda_io::grid_blocks(a.num_rows, kGatherRowsPerBlock);
   // 8- and 16-byte loads at chunk and field offsets (multiples of 8 and 16) of each entry.
-  const bool vec_src = cuda_io::aligned16(a.cache) && a.page_stride_bytes % 16 == 0 && a.entry_stride_bytes % 16 == 0;
+  const bool vec_src = cuda_io::aligned16(a.cache) && a.page_stride_bytes % 16 == 0;
   const bool vec_dst = cuda_io::aligned16(a.dst) && a.dst_row_stride % 8 == 0;
   if (vec_src && vec_dst) {
-    gather_kernel<kReader, true, true><<<grid, kGatherThreads, 0, stream>>>(a);
+    gather_kernel<true, true><<<grid, kGatherThreads, 0, stream>>>(a);
   } else if (vec_src) {
-    gather_kernel<kReader, true, false><<<grid, kGatherThreads, 0, stream>>>(a);
+    gather_kernel<true, false><<<grid, kGatherThreads, 0, stream>>>(a);
   } else if (vec_dst) {
-    gather_kernel<kReader, false, true><<<grid, kGatherThreads, 0, stream>>>(a);
+    gather_kernel<false, true><<<grid, kGatherThreads, 0, stream>>>(a);
   } else {
-    gather_kernel<kReader, false, false><<<grid, kGatherThreads, 0, stream>>>(a);
+    gather_kernel<false, false><<<grid, kGatherThreads, 0, stream>>>(a);
   }
   MLA_CUDA_CHECK_LAUNCH("gather_kernel");
   return Status();
 }
 
-GatherArgs make_args(const GatherParams& g, int64_t entry_stride_bytes, float global_scale) {
-  return GatherArgs{g.cache.data,       g.cache.num_blocks,  g.cache.page_stride_bytes,
-                    entry_stride_bytes, g.cache.block_size,  g.block_table,
-                    g.block_table_stride, g.block_table_width, g.num_reqs,
-                    g.workspace_starts, g.seq_starts,        g.dst,
-                    g.dst_row_stride,   g.num_rows,          global_scale};
+GatherArgs make_args(const GatherParams& g) {
+  return GatherArgs{g.cache.data,         g.cache.num_blocks,  g.cache.page_stride_bytes,
+                    g.cache.block_size,   g.block_table,       g.block_table_stride,
+                    g.block_table_width,  g.num_reqs,          g.workspace_starts,
+                    g.seq_starts,         g.dst,               g.dst_row_stride,
+                    g.num_rows};
 }
 
 }  // namespace
@@ -250,13 +230,7 @@ GatherArgs make_args(const GatherParams& g, int64_t entry_stride_bytes, float gl
 Status launch_gather(const GatherParams& p, cudaStream_t stream) {
   MLA_RETURN_IF_ERROR(p.validate());
   if (p.num_rows == 0) return Status();
-  return launch<Reader::kDsMla>(make_args(p, DsMlaEntry::kBytes, 1.0f), stream);
-}
-
-Status launch_gather_flat_fp8(const FlatFp8GatherParams& p, cudaStream_t stream) {
-  MLA_RETURN_IF_ERROR(p.validate());
-  if (p.base.num_rows == 0) return Status();
-  return launch<Reader::kFlatFp8>(make_args(p.base, p.entry_stride_bytes, p.global_scale), stream);
+  return launch(make_args(p), stream);
 }
 
 }  // namespace mla

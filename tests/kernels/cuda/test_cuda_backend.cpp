@@ -185,18 +185,15 @@ void put_f32(uint8_t* dst, float x) {
   for (int i = 0; i < 4; ++i) dst[i] = static_cast<uint8_t>(u >> (8 * i));
 }
 
-// Random fp8_ds_mla (or flat) cache contents: entries of random FP8 codes, scales mostly in a
-// realistic range and sometimes any bit pattern (NaN, inf, subnormal), RoPE any bits. Page
-// padding and unused tails are 0xFF.
-std::vector<uint8_t> random_cache(Rng& rng, int64_t num_blocks, int32_t block_size, int64_t page_stride,
-                                  int64_t entry_stride, bool ds_mla_layout) {
+// Random fp8_ds_mla cache contents: entries of random FP8 codes, scales mostly in a realistic
+// range and sometimes any bit pattern (NaN, inf, subnormal), RoPE any bits. Page padding and
+// unused tails are 0xFF.
+std::vector<uint8_t> random_cache(Rng& rng, int64_t num_blocks, int32_t block_size, int64_t page_stride) {
   std::vector<uint8_t> cache(static_cast<std::size_t>(num_blocks * page_stride), 0xFF);
   for (int64_t b = 0; b < num_blocks; ++b) {
     for (int32_t o = 0; o < block_size; ++o) {
-      uint8_t* e = cache.data() + b * page_stride + o * entry_stride;
-      const int64_t used = ds_mla_layout ? kEntry : DsMlaEntry::kLatentDims;
-      for (int64_t i = 0; i < used; ++i) e[i] = static_cast<uint8_t>(rng.next_u64());
-      if (!ds_mla_layout) continue;
+      uint8_t* e = cache.data() + b * page_stride + o * kEntry;
+      for (int64_t i = 0; i < kEntry; ++i) e[i] = static_cast<uint8_t>(rng.next_u64());
       for (int t = 0; t < DsMlaEntry::kNumTiles; ++t) {
         if (rng.bernoulli(0.8)) put_f32(e + DsMlaEntry::kScaleOffset + 4 * t, static_cast<float>(rng.uniform(1e-4, 0.05)));
       }
@@ -581,7 +578,7 @@ TEST_F(CudaBackendTest, GatherMatchesHostBitForBit) {
   for (const GatherCase& c : cases) {
     SCOPED_TRACE(describe(c));
     const int64_t page_stride = static_cast<int64_t>(c.block_size) * kEntry + c.page_pad;
-    const std::vector<uint8_t> cache = random_cache(rng, c.num_blocks, c.block_size, page_stride, kEntry, true);
+    const std::vector<uint8_t> cache = random_cache(rng, c.num_blocks, c.block_size, page_stride);
     const std::vector<int32_t> bt = random_block_table(rng, c.num_reqs, c.bt_width, c.bt_stride, c.num_blocks);
     const GatherRows rows = random_rows(rng, c);
 
@@ -637,10 +634,6 @@ TEST_F(CudaBackendTest, GatherOfZeroRowsWritesNothing) {
   p.dst = dst_buf.ptr<bf16_t>(Side::kCuda);
   p.num_rows = 0;
   require(cuda_->gather(p), "gather");
-  mla::FlatFp8GatherParams f;
-  f.base = p;
-  f.entry_stride_bytes = kEntry;
-  require(cuda_->gather_flat_fp8(f), "gather_flat_fp8");
   require(cuda_->synchronize(), "synchronize");
   dst_buf.expect_unchanged("dst");
 }
@@ -669,65 +662,6 @@ TEST_F(CudaBackendTest, GatherRefusesInvalidParamsWithoutWriting) {
   EXPECT_NE(s.message().find("dst_row_stride"), std::string::npos) << s.message();
   require(cuda_->synchronize(), "synchronize");
   dst_buf.expect_unchanged("dst");
-}
-
-struct FlatCase {
-  int32_t block_size;
-  int64_t num_blocks;
-  int64_t entry_stride;
-  int64_t page_pad;
-  float global_scale;
-  int64_t dst_stride;
-};
-
-TEST_F(CudaBackendTest, FlatFp8GatherMatchesHostBitForBit) {
-  const FlatCase cases[] = {
-      {64, 20, 576, 0, 1.0f, 576},
-      {64, 20, kEntry, 0, 0.0371f, 576},  // the failure-mode-2 misreading of a ds_mla cache
-      {16, 30, 600, 0, 3.5f, 584},        // entry stride not a multiple of 16: scalar loads
-      {61, 10, kEntry, 16, 1e-3f, 577},
-      {1, 200, 576, 16, 2.0f, 576},
-  };
-  Rng rng(0xF1A7);
-  for (const FlatCase& c : cases) {
-    SCOPED_TRACE("flat B=" + std::to_string(c.block_size) + " entry_stride=" + std::to_string(c.entry_stride) +
-                 " dst_stride=" + std::to_string(c.dst_stride));
-    const int64_t page_stride = (static_cast<int64_t>(c.block_size) * c.entry_stride + 15) / 16 * 16 + c.page_pad;
-    const std::vector<uint8_t> cache = random_cache(rng, c.num_blocks, c.block_size, page_stride, c.entry_stride, false);
-    const GatherCase shape{c.block_size, c.num_blocks, 0, 5, 8, 9, 300, true, Starts::kNormal, c.dst_stride, 0, 0};
-    const std::vector<int32_t> bt = random_block_table(rng, shape.num_reqs, shape.bt_width, shape.bt_stride, c.num_blocks);
-    const GatherRows rows = random_rows(rng, shape);
-
-    DualBuffer cache_buf(*host_, *cuda_, cache);
-    DualBuffer bt_buf(*host_, *cuda_, bytes_of(bt));
-    DualBuffer ws_buf(*host_, *cuda_, bytes_of(rows.ws));
-    DualBuffer ss_buf(*host_, *cuda_, bytes_of(rows.seq_starts));
-    DualBuffer dst_buf(*host_, *cuda_,
-                       std::vector<uint8_t>(static_cast<std::size_t>(rows.num_rows * c.dst_stride * 2), kPoisonByte));
-
-    run_both([&](Backend& b, Side s) {
-      mla::FlatFp8GatherParams p;
-      p.base.cache.data = cache_buf.ptr<uint8_t>(s);
-      p.base.cache.num_blocks = c.num_blocks;
-      p.base.cache.block_size = c.block_size;
-      p.base.cache.page_stride_bytes = page_stride;
-      p.base.block_table = bt_buf.ptr<int32_t>(s);
-      p.base.num_reqs = shape.num_reqs;
-      p.base.block_table_width = shape.bt_width;
-      p.base.block_table_stride = shape.bt_stride;
-      p.base.workspace_starts = ws_buf.ptr<int32_t>(s);
-      p.base.seq_starts = ss_buf.ptr<int32_t>(s);
-      p.base.dst = dst_buf.ptr<bf16_t>(s);
-      p.base.dst_row_stride = c.dst_stride;
-      p.base.num_rows = rows.num_rows;
-      p.entry_stride_bytes = static_cast<int32_t>(c.entry_stride);
-      p.global_scale = c.global_scale;
-      return b.gather_flat_fp8(p);
-    });
-
-    expect_same_bf16(dst_buf.payload(Side::kHost, "dst"), dst_buf.payload(Side::kCuda, "dst"), "dst");
-    cache_buf.expect_unchanged("cache");
-  }
 }
 
 // --- convert --------------------------------------------------------------------------------------

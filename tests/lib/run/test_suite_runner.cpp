@@ -34,7 +34,7 @@ Scenario shipped(const std::string& name) {
 SuiteOptions options(const std::vector<std::string>& names, size_t jobs, double timeout_s) {
   SuiteOptions opt;
   for (const auto& n : names) opt.scenarios.push_back(shipped(n));
-  opt.backend = "host";
+  opt.backend.kind = BackendChoice::Kind::kHost;
   opt.jobs = jobs;
   opt.timeout_s = timeout_s;
   opt.repro_prefix = "mla-check";
