@@ -162,11 +162,11 @@ void add_options(CLI::App& app, Options& o) {
       ->needs(shapes_flag);
   app.add_option("--dump", o.dump_dir,
                  "Run one small shape of each operation, write inputs, outputs and manifest.json to DIR "
-                 "(for scripts/peer_torch.py), and exit");
+                 "(for scripts/peer_check.py), and exit");
   app.add_flag("--no-host-caps", o.no_host_caps, "Host backend: also run shapes above the sweep's host limits");
   app.add_option("--lead-cycles", o.lead_cycles,
                  "GPU: SM clock cycles one thread spins before each L2 flush, so that the timed launches are "
-                 "queued before the start event (0: none; scripts/peer_torch.py uses the same count)")
+                 "queued before the start event (0: none; scripts/peer_timing.py uses the same count)")
       ->check(CLI::Range(int64_t{0}, L2Flusher::kMaxLeadCycles))
       ->capture_default_str();
   app.add_flag("--version", o.version, "Print the version and exit");
@@ -354,7 +354,7 @@ int run(int argc, char** argv) {
   if (flusher->buffer_bytes() > 0) {
     benchmark::AddCustomContext("mla_l2_flush", std::to_string(flusher->buffer_bytes()) + " bytes read (L2 " +
                                                     std::to_string(flusher->l2_bytes()) + " bytes)");
-    // scripts/peer_torch.py --ours reads this count and runs the same lead.
+    // scripts/peer_timing.py --ours reads this count and runs the same lead.
     benchmark::AddCustomContext("mla_lead_cycles", std::to_string(flusher->lead_cycles()));
   }
 
