@@ -55,7 +55,7 @@ version_at_least() {  # A B: A >= B
 }
 
 # --- C++ toolchain and libraries (required) -------------------------------------------------------
-packages=(g++ make libeigen3-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev libgtest-dev googletest)
+packages=(g++ make libeigen3-dev libcli11-dev nlohmann-json3-dev libvalijson-dev libbenchmark-dev libgtest-dev googletest)
 # cmake from apt unless the one on PATH is already recent enough (e.g. Kitware's, or a pip one).
 current_cmake="$(cmake_version)"
 if [ -z "$current_cmake" ] || ! version_at_least "$current_cmake" "$cmake_min"; then

@@ -5,7 +5,9 @@
     scripts/plot_sweep.py BENCH.json --table            # the same series as Markdown, no plotting
 
 BENCH.json: mla-bench's Google Benchmark output (`--benchmark_out=... --benchmark_out_format=json`).
-PEER.json: `scripts/peer_torch.py --out` (cache-path or --attention timings), drawn dashed.
+PEER.json: `scripts/peer_timing.py --out` (Google Benchmark's format, with mla-bench's names and
+counters), drawn dashed; the earlier peer format (`peer_torch.py --out`: "timing" /
+"attention_timing" results, as in docs/results/) is read too.
 
 A benchmark name is OPERATION/key:value/.../[manual_time]. Per operation the x axis is the numeric
 parameter with the most distinct values (ties: the one named last; --x KEY chooses), and every
@@ -138,30 +140,43 @@ def bench_metrics(name: str, entries: list[dict[str, Any]], where: str) -> dict[
     return metrics
 
 
-def load_bench(path: Path, label: str) -> list[Point]:
-    document = load_json(path, "benchmark")
-    if "benchmarks" not in document or "context" not in document:
-        raise BadInput(f"benchmark file {path} is not a Google Benchmark output (no \"benchmarks\" and \"context\")")
+def is_benchmark_output(document: dict[str, Any]) -> bool:
+    return "benchmarks" in document and "context" in document
+
+
+def benchmark_points(document: dict[str, Any], path: Path, label: str, role: str, peer: bool) -> list[Point]:
+    """The points of a Google Benchmark output (mla-bench's, or peer_timing.py's with peer)."""
     points, failed = [], 0
-    for run_name, entries in group_benchmarks(document, f"benchmark file {path}").items():
-        where = f"benchmark file {path}: {run_name!r}"
+    for run_name, entries in group_benchmarks(document, f"{role} file {path}").items():
+        where = f"{role} file {path}: {run_name!r}"
         op, params = split_name(run_name, where)
         metrics = bench_metrics(run_name, entries, where)
         if metrics is None:
             failed += 1
         else:
-            points.append(Point(op, params, metrics, label, False, where))
+            points.append(Point(op, params, metrics, label, peer, where))
     if failed:
-        note(f"benchmark file {path}: {failed} failed benchmark(s) (error_occurred) left out")
+        note(f"{role} file {path}: {failed} failed benchmark(s) (error_occurred) left out")
     return points
 
 
+def load_bench(path: Path, label: str) -> list[Point]:
+    document = load_json(path, "benchmark")
+    if not is_benchmark_output(document):
+        raise BadInput(f"benchmark file {path} is not a Google Benchmark output (no \"benchmarks\" and \"context\")")
+    return benchmark_points(document, path, label, "benchmark", False)
+
+
 def load_peer(path: Path, label: str) -> list[Point]:
-    """peer_torch.py's results: {"timing" or "attention_timing": {"results": [...]}}."""
+    """peer_timing.py's Google Benchmark output, or the earlier peer_torch.py results:
+    {"timing" or "attention_timing": {"results": [...]}}."""
     document = load_json(path, "peer")
+    if is_benchmark_output(document):
+        return benchmark_points(document, path, label, "peer", True)
     blocks = [(key, document[key]) for key in ("timing", "attention_timing") if isinstance(document.get(key), dict)]
     if not blocks:
-        raise BadInput(f"peer file {path} has no \"timing\" or \"attention_timing\" (is it peer_torch.py --out?)")
+        raise BadInput(f"peer file {path} is not a Google Benchmark output (no \"benchmarks\" and \"context\": "
+                       f"peer_timing.py --out) and has no \"timing\" or \"attention_timing\" (peer_torch.py --out)")
     points, failed = [], 0
     for key, block in blocks:
         results = block.get("results")
@@ -417,7 +432,8 @@ def build_parser() -> ArgumentParser:
     parser = ArgumentParser(description=__doc__.split("\n\n")[0],
                             formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("bench", nargs="+", type=Path, help="mla-bench JSON output(s)")
-    parser.add_argument("--peer", action="append", default=[], type=Path, help="peer_torch.py --out JSON (repeatable)")
+    parser.add_argument("--peer", action="append", default=[], type=Path,
+                        help="peer_timing.py --out JSON, or an earlier peer_torch.py --out (repeatable)")
     parser.add_argument("--label", action="append", default=[],
                         help="a label per BENCH file, in order (default: the file names when several are given)")
     output = parser.add_mutually_exclusive_group(required=True)

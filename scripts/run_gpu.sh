@@ -21,11 +21,12 @@
 #   bench, stream-mix                mla-bench --backend cuda, cache_path sweep: bench.json
 #   bench-attention                  mla-bench --backend cuda --sweep attention (sparse MQA, dense
 #                                    MHA, the forward step): bench-attention.json
-#   peer-dump, peer                  peer_torch.py: bit-exact check of the cache-path operations on
-#                                    the GPU, and their timing: dump/, peer_torch.json
-#   peer-attention                   peer_torch.py --attention --ours bench-attention.json (SDPA
-#                                    for dense MHA, gather + matmul for sparse MQA, on the GPU):
-#                                    peer_attention.json
+#   peer-dump, peer-check, peer      mla-bench --dump, peer_check.py: bit-exact check of the
+#                                    cache-path operations on the GPU (dump/, peer_check.json);
+#                                    peer_timing.py: their timing (peer_torch.json)
+#   peer-attention                   peer_timing.py --sweep attention --ours bench-attention.json
+#                                    (SDPA for dense MHA, gather + matmul for sparse MQA, on the
+#                                    GPU): peer_attention.json
 #   plots                            plot_sweep.py over bench*.json and the peers': plots/
 #
 # Environment:
@@ -57,8 +58,8 @@
 #   MLA_ATTENTION_SWEEP=attention  the sweep of bench-attention and peer-attention (e.g. quick)
 #   MLA_BENCH_ATTENTION_ARGS=...   extra mla-bench arguments, bench-attention stage (e.g.
 #                               --benchmark_filter=sparse_mqa --benchmark_repetitions=3)
-#   MLA_PEER_ARGS=...           extra scripts/peer_torch.py arguments, peer stage (e.g. --sweep quick)
-#   MLA_PEER_ATTENTION_ARGS=... extra scripts/peer_torch.py arguments, peer-attention stage (e.g.
+#   MLA_PEER_ARGS=...           extra scripts/peer_timing.py arguments, peer stage (e.g. --sweep quick)
+#   MLA_PEER_ATTENTION_ARGS=... extra scripts/peer_timing.py arguments, peer-attention stage (e.g.
 #                               --filter dense_mha --iters 20)
 #   MLA_PYTHON=python3          the Python that holds PyTorch (stages that need it are skipped,
 #                               SKIP, where it has none)
@@ -246,7 +247,7 @@ else
 fi
 
 # --- Peer (PyTorch) -----------------------------------------------------------------------------
-# --device cuda / --timing-device cuda: the peers run on the GPU or fail (no CPU fallback).
+# --device cuda: the peers run on the GPU or fail (no CPU fallback).
 if skipped MLA_SKIP_PEER; then
   skip peer "MLA_SKIP_PEER=1"
 elif ! "$PYTHON" -c 'import torch' >/dev/null 2>&1; then
@@ -255,8 +256,10 @@ elif ! have mla-bench; then
   record peer FAIL 0 "$BIN/mla-bench was not built"
 else
   stage peer-dump 0 -- "$BIN/mla-bench" --backend cuda --dump "$RESULTS/dump"
+  stage peer-check 0 -- "$PYTHON" scripts/peer_check.py --dump "$RESULTS/dump" --device cuda \
+    --out "$RESULTS/peer_check.json"
   # shellcheck disable=SC2086
-  stage peer 0 -- "$PYTHON" scripts/peer_torch.py --dump "$RESULTS/dump" --device cuda \
+  stage peer 0 -- "$PYTHON" scripts/peer_timing.py --mla-bench "$BIN/mla-bench" --device cuda \
     --out "$RESULTS/peer_torch.json" ${MLA_PEER_ARGS:-}
 fi
 
@@ -274,8 +277,8 @@ else
     echo "peer-attention: no bench-attention.json: the peer's times alone, without ours beside them"
   fi
   # shellcheck disable=SC2086
-  stage peer-attention 0 -- "$PYTHON" scripts/peer_torch.py --attention --sweep "$ATTENTION_SWEEP" \
-    --timing-device cuda ${ours_args[@]+"${ours_args[@]}"} --out "$RESULTS/peer_attention.json" ${MLA_PEER_ATTENTION_ARGS:-}
+  stage peer-attention 0 -- "$PYTHON" scripts/peer_timing.py --mla-bench "$BIN/mla-bench" --sweep "$ATTENTION_SWEEP" \
+    --device cuda ${ours_args[@]+"${ours_args[@]}"} --out "$RESULTS/peer_attention.json" ${MLA_PEER_ATTENTION_ARGS:-}
 fi
 
 # --- Plots --------------------------------------------------------------------------------------

@@ -126,26 +126,13 @@ Cost gemm_cost(const GemmParams& p) {
 }
 
 Cost sparse_cost(int64_t tokens, int32_t heads, int32_t topk, int64_t unique_slots) {
-  Cost c;
-  c.flops = static_cast<double>(tokens) * heads * topk * kSparseFlopsPerSlot;
-  c.bytes = static_cast<double>(unique_slots) * DsMlaEntry::kBytes +
-            static_cast<double>(tokens) * heads * (kSparseQBytesPerHead + kSparseOutBytesPerHead);
-  c.kind = FlopKind::kSparse;
-  return c;
+  const AttentionCost c = sparse_mqa_cost(tokens, heads, topk, unique_slots);
+  return {c.flops, c.bytes, FlopKind::kSparse};
 }
 
 Cost dense_cost(const int32_t* cu_q, const int32_t* cu_k, int32_t num_reqs, int32_t heads, bool causal) {
-  double pairs = 0.0;
-  for (int32_t r = 0; r < num_reqs; ++r) {
-    const int64_t nq = cu_q[r + 1] - cu_q[r], nk = cu_k[r + 1] - cu_k[r];
-    pairs += static_cast<double>(causal ? causal_pairs(nq, nk) : nq * nk);
-  }
-  const double total_q = cu_q[num_reqs], total_k = cu_k[num_reqs];
-  Cost c;
-  c.flops = pairs * heads * kDenseFlopsPerPair;
-  c.bytes = total_q * heads * kDenseQBytesPerHead + total_k * (heads * kDenseKvBytesPerHead + kDenseKpeBytes);
-  c.kind = FlopKind::kDense;
-  return c;
+  const AttentionCost c = dense_mha_cost(cu_q, cu_k, num_reqs, heads, causal);
+  return {c.flops, c.bytes, FlopKind::kDense};
 }
 
 // --- The recording backend (forward) -----------------------------------------------------------
@@ -239,37 +226,7 @@ class RecordingBackend final : public ForwardingBackend {
   std::vector<Launch> launches_;
 };
 
-// --- Shapes ------------------------------------------------------------------------------------
-
-enum class Op { kSparse, kDense, kForward };
-
-struct Shape {
-  Op op = Op::kSparse;
-  SparseMqaShape sparse;
-  DenseMhaShape dense;
-  ForwardBatch forward;
-
-  std::string name() const {
-    switch (op) {
-      case Op::kSparse:
-        return "sparse_mqa/batch:" + std::to_string(sparse.batch) + "/q:" + std::to_string(sparse.query_tokens) +
-               "/H:" + std::to_string(sparse.heads) + "/K:" + std::to_string(sparse.topk) +
-               "/seq:" + std::to_string(sparse.seq_len);
-      case Op::kDense: return dense_mha_name(dense);
-      case Op::kForward:
-        return "forward/" + forward.name + "/H:" + std::to_string(forward.heads) + "/K:" + std::to_string(forward.topk);
-    }
-    return "";
-  }
-  double model_flops() const {
-    switch (op) {
-      case Op::kSparse: return sparse_mqa_flops(sparse);
-      case Op::kDense: return dense_mha_flops(dense);
-      case Op::kForward: return forward_flops_model(forward).total();
-    }
-    return 0.0;
-  }
-};
+// --- Prepared inputs -----------------------------------------------------------------------------
 
 // The inputs of one benchmark on the backend, the call that runs it, and its models.
 class Prepared {
@@ -333,37 +290,19 @@ const std::vector<uint8_t>& entry_pool(Backend& b) {
 Status prepare_sparse(Backend& b, const SparseMqaShape& sh, std::unique_ptr<Prepared>* out) {
   AttentionState& s = state();
   const int32_t B = s.env->sweep.sparse_block_size;
-  const int32_t H = sh.heads, K = sh.topk, Q = sh.query_tokens;
-  const int64_t T = int64_t{sh.batch} * Q;
-  Rng rng = Rng(s.env->sweep.seed)
-                .fork(kStreamSparse)
-                .fork(static_cast<uint64_t>(sh.batch) * 1000003u + static_cast<uint64_t>(Q) * 10007u +
-                      static_cast<uint64_t>(H) * 101u + static_cast<uint64_t>(K) * 7u +
-                      static_cast<uint64_t>(sh.seq_len) * 1315423911u);
+  const int32_t H = sh.heads, K = sh.topk;
+  const int64_t T = int64_t{sh.batch} * sh.query_tokens;
+  Rng rng = sparse_mqa_rng(s.env->sweep.seed, sh);
   auto p = std::make_unique<PreparedSparse>();
-
-  // Requests of seq_len tokens in shuffled pages; token i of request r's Q new tokens is at
-  // position seq_len - Q + i and picks K distinct visible positions (-1 when fewer are visible).
-  const PagedLayout layout = make_layout(std::vector<int64_t>(static_cast<size_t>(sh.batch), sh.seq_len), B,
-                                         /*spare_blocks=*/4, /*extra_columns=*/1, /*stride_padding=*/0, rng);
+  const SparseMqaIndices picked = make_sparse_mqa_indices(sh, B, rng);
+  const PagedLayout& layout = picked.layout;
+  const std::vector<int32_t>& slots = picked.slots;
   const int64_t page_stride = int64_t{B} * DsMlaEntry::kBytes;
-  std::vector<int32_t> slots(static_cast<size_t>(T * K));
-  std::vector<int32_t> row(static_cast<size_t>(K));
-  for (int32_t r = 0; r < sh.batch; ++r) {
-    for (int32_t i = 0; i < Q; ++i) {
-      const int64_t t = int64_t{r} * Q + i;
-      pick_visible_topk(rng, sh.seq_len - Q + i, K, row.data());
-      for (int32_t j = 0; j < K; ++j) {
-        slots[static_cast<size_t>(t * K + j)] = row[j] < 0 ? -1 : static_cast<int32_t>(layout.slot(r, row[j]));
-      }
-    }
-  }
   // The cache: every slot some token reads holds a packed entry; every other byte is 0xFF (NaN in
   // every field), so a stray read shows in the output check below.
-  const int64_t num_slots = layout.num_blocks * B;
   const std::vector<uint8_t>& pool = entry_pool(b);
   const size_t pool_entries = pool.size() / DsMlaEntry::kBytes;
-  int64_t unique = 0;
+  const int64_t unique = picked.distinct;
   {
     std::vector<uint8_t> cache(static_cast<size_t>(layout.num_blocks * page_stride), kUnusedByte);
     for (int32_t slot : slots) {
@@ -371,7 +310,6 @@ Status prepare_sparse(Backend& b, const SparseMqaShape& sh, std::unique_ptr<Prep
       uint8_t* dst = &cache[static_cast<size_t>((slot / B) * page_stride + (slot % B) * DsMlaEntry::kBytes)];
       std::memcpy(dst, &pool[(static_cast<size_t>(slot) % pool_entries) * DsMlaEntry::kBytes], DsMlaEntry::kBytes);
     }
-    unique = count_unique_slots(slots.data(), static_cast<int64_t>(slots.size()), num_slots);
     check_alloc(p->cache.upload(b, cache));
   }
   {
@@ -413,7 +351,7 @@ Status prepare_sparse(Backend& b, const SparseMqaShape& sh, std::unique_ptr<Prep
     throw CapacityError{std::string("work partition: ") + e.what()};
   }
 
-  const Cost cost = sparse_cost(T, H, K, unique);
+  const AttentionCost cost = sparse_mqa_cost(T, H, K, unique);
   p->flops = cost.flops;
   p->bytes = static_cast<int64_t>(cost.bytes);
   p->items = T;
@@ -429,8 +367,8 @@ Status prepare_dense(Backend& b, const DenseMhaShape& sh, std::unique_ptr<Prepar
   AttentionState& s = state();
   const int32_t H = sh.heads;
   const int64_t N = sh.tokens;
-  const std::vector<int64_t> lens = equal_split(N, sh.requests);
-  const int64_t nk = dense_mha_total_keys(sh);
+  DenseMhaSeqlens seqlens = dense_mha_seqlens(sh);
+  const int64_t nk = seqlens.cu_k.back();
   Rng rng = Rng(s.env->sweep.seed)
                 .fork(kStreamDense)
                 .fork(static_cast<uint64_t>(N) * 1000003u + static_cast<uint64_t>(H) * 101u +
@@ -458,12 +396,8 @@ Status prepare_dense(Backend& b, const DenseMhaShape& sh, std::unique_ptr<Prepar
     fill_uniform_bf16(x, rng, 0.4f);
     check_alloc(p->k_pe.upload(b, x));
   }
-  p->cu_q_host.assign(lens.size() + 1, 0);
-  p->cu_k_host.assign(lens.size() + 1, 0);
-  for (size_t r = 0; r < lens.size(); ++r) {
-    p->cu_q_host[r + 1] = p->cu_q_host[r] + static_cast<int32_t>(lens[r]);
-    p->cu_k_host[r + 1] = p->cu_k_host[r] + static_cast<int32_t>(dense_mha_keys_of(sh, lens[r]));
-  }
+  p->cu_q_host = std::move(seqlens.cu_q);
+  p->cu_k_host = std::move(seqlens.cu_k);
   check_alloc(p->cu_q.upload(b, p->cu_q_host));
   check_alloc(p->cu_k.upload(b, p->cu_k_host));
   check_alloc(p->out.allocate(b, static_cast<size_t>(N * H * kDv) * sizeof(bf16_t)));
@@ -493,7 +427,7 @@ Status prepare_dense(Backend& b, const DenseMhaShape& sh, std::unique_ptr<Prepar
   d.out = p->out.as<bf16_t>();
   d.lse = p->lse.as<float>();
 
-  const Cost cost = dense_cost(p->cu_q_host.data(), p->cu_k_host.data(), sh.requests, H, sh.causal);
+  const AttentionCost cost = dense_mha_cost(p->cu_q_host.data(), p->cu_k_host.data(), sh.requests, H, sh.causal);
   p->flops = cost.flops;
   p->bytes = static_cast<int64_t>(cost.bytes);
   p->items = N;
@@ -610,7 +544,7 @@ Status check_outputs(Backend& b, Prepared& prepared) {
   return Status();
 }
 
-Prepared* prepare(benchmark::State& st, const Shape& shape) {
+Prepared* prepare(benchmark::State& st, const AttentionShape& shape) {
   AttentionState& s = state();
   if (!s.released_cache_state) {
     release_benchmark_state();  // the last cache-path benchmark's inputs
@@ -621,9 +555,9 @@ Prepared* prepare(benchmark::State& st, const Shape& shape) {
       st, &s.runtime_errors, shape.name(),
       [&](std::unique_ptr<Prepared>* p) -> Status {
         switch (shape.op) {
-          case Op::kSparse: return prepare_sparse(b, shape.sparse, p);
-          case Op::kDense: return prepare_dense(b, shape.dense, p);
-          case Op::kForward: return prepare_forward(b, shape.forward, p);
+          case AttentionOp::kSparse: return prepare_sparse(b, shape.sparse, p);
+          case AttentionOp::kDense: return prepare_dense(b, shape.dense, p);
+          case AttentionOp::kForward: return prepare_forward(b, shape.forward, p);
         }
         return Status::error("unknown operation");
       },
@@ -635,7 +569,7 @@ Prepared* prepare(benchmark::State& st, const Shape& shape) {
       });
 }
 
-void run_benchmark(benchmark::State& st, const Shape& shape) {
+void run_benchmark(benchmark::State& st, const AttentionShape& shape) {
   AttentionState& s = state();
   BenchEnv& env = *s.env;
   Prepared* prepared = prepare(st, shape);
@@ -679,8 +613,61 @@ std::vector<int64_t> equal_split(int64_t total, int64_t parts) {
   return lens;
 }
 
+AttentionCost sparse_mqa_cost(int64_t tokens, int32_t heads, int32_t topk, int64_t distinct_entries) {
+  AttentionCost c;
+  c.flops = static_cast<double>(tokens) * heads * topk * kSparseFlopsPerSlot;
+  c.bytes = static_cast<double>(distinct_entries) * DsMlaEntry::kBytes +
+            static_cast<double>(tokens) * heads * (kSparseQBytesPerHead + kSparseOutBytesPerHead);
+  return c;
+}
+
+AttentionCost dense_mha_cost(const int32_t* cu_q, const int32_t* cu_k, int32_t num_reqs, int32_t heads, bool causal) {
+  double pairs = 0.0;
+  for (int32_t r = 0; r < num_reqs; ++r) {
+    const int64_t nq = cu_q[r + 1] - cu_q[r], nk = cu_k[r + 1] - cu_k[r];
+    pairs += static_cast<double>(causal ? causal_pairs(nq, nk) : nq * nk);
+  }
+  const double total_q = cu_q[num_reqs], total_k = cu_k[num_reqs];
+  AttentionCost c;
+  c.pairs = pairs;
+  c.flops = pairs * heads * kDenseFlopsPerPair;
+  c.bytes = total_q * heads * kDenseQBytesPerHead + total_k * (heads * kDenseKvBytesPerHead + kDenseKpeBytes);
+  return c;
+}
+
 double sparse_mqa_flops(const SparseMqaShape& s) {
-  return static_cast<double>(s.batch) * s.query_tokens * s.heads * s.topk * kSparseFlopsPerSlot;
+  return sparse_mqa_cost(int64_t{s.batch} * s.query_tokens, s.heads, s.topk, 0).flops;
+}
+
+Rng sparse_mqa_rng(uint64_t seed, const SparseMqaShape& sh) {
+  return Rng(seed).fork(kStreamSparse).fork(static_cast<uint64_t>(sh.batch) * 1000003u +
+                                            static_cast<uint64_t>(sh.query_tokens) * 10007u +
+                                            static_cast<uint64_t>(sh.heads) * 101u + static_cast<uint64_t>(sh.topk) * 7u +
+                                            static_cast<uint64_t>(sh.seq_len) * 1315423911u);
+}
+
+SparseMqaIndices make_sparse_mqa_indices(const SparseMqaShape& sh, int32_t block_size, Rng& rng) {
+  const int32_t K = sh.topk, Q = sh.query_tokens;
+  const int64_t T = int64_t{sh.batch} * Q;
+  SparseMqaIndices out;
+  // Requests of seq_len tokens in shuffled pages; token i of request r's Q new tokens is at
+  // position seq_len - Q + i and picks K distinct visible positions (-1 when fewer are visible).
+  out.layout = make_layout(std::vector<int64_t>(static_cast<size_t>(sh.batch), sh.seq_len), block_size,
+                           /*spare_blocks=*/4, /*extra_columns=*/1, /*stride_padding=*/0, rng);
+  out.slots.resize(static_cast<size_t>(T * K));
+  std::vector<int32_t> row(static_cast<size_t>(K));
+  for (int32_t r = 0; r < sh.batch; ++r) {
+    for (int32_t i = 0; i < Q; ++i) {
+      const int64_t t = int64_t{r} * Q + i;
+      pick_visible_topk(rng, sh.seq_len - Q + i, K, row.data());
+      for (int32_t j = 0; j < K; ++j) {
+        out.slots[static_cast<size_t>(t * K + j)] = row[j] < 0 ? -1 : static_cast<int32_t>(out.layout.slot(r, row[j]));
+      }
+    }
+  }
+  out.distinct = count_unique_slots(out.slots.data(), static_cast<int64_t>(out.slots.size()),
+                                    out.layout.num_blocks * block_size);
+  return out;
 }
 
 std::string dense_mha_name(const DenseMhaShape& s) {
@@ -691,21 +678,79 @@ std::string dense_mha_name(const DenseMhaShape& s) {
   return name;
 }
 
-int64_t dense_mha_keys_of(const DenseMhaShape& s, int64_t nq) { return s.keys_per_request > 0 ? s.keys_per_request : nq; }
-
-int64_t dense_mha_total_keys(const DenseMhaShape& s) {
-  int64_t keys = 0;
-  for (int64_t nq : equal_split(s.tokens, s.requests)) keys += dense_mha_keys_of(s, nq);
-  return keys;
+DenseMhaSeqlens dense_mha_seqlens(const DenseMhaShape& s) {
+  const std::vector<int64_t> lens = equal_split(s.tokens, s.requests);
+  DenseMhaSeqlens out;
+  out.cu_q.assign(lens.size() + 1, 0);
+  out.cu_k.assign(lens.size() + 1, 0);
+  for (size_t r = 0; r < lens.size(); ++r) {
+    out.cu_q[r + 1] = out.cu_q[r] + static_cast<int32_t>(lens[r]);
+    out.cu_k[r + 1] = out.cu_k[r] + static_cast<int32_t>(s.keys_per_request > 0 ? s.keys_per_request : lens[r]);
+  }
+  return out;
 }
 
-double dense_mha_flops(const DenseMhaShape& s) {
-  double pairs = 0.0;
-  for (int64_t nq : equal_split(s.tokens, s.requests)) {
-    const int64_t nk = dense_mha_keys_of(s, nq);
-    pairs += static_cast<double>(s.causal ? causal_pairs(nq, nk) : nq * nk);
+AttentionCost dense_mha_cost(const DenseMhaShape& s) {
+  const DenseMhaSeqlens seqlens = dense_mha_seqlens(s);
+  return dense_mha_cost(seqlens.cu_q.data(), seqlens.cu_k.data(), s.requests, s.heads, s.causal);
+}
+
+const char* AttentionShape::op_name() const {
+  switch (op) {
+    case AttentionOp::kSparse: return "sparse_mqa";
+    case AttentionOp::kDense: return "dense_mha";
+    case AttentionOp::kForward: return "forward";
   }
-  return pairs * s.heads * kDenseFlopsPerPair;
+  return "";
+}
+
+std::string AttentionShape::name() const {
+  switch (op) {
+    case AttentionOp::kSparse:
+      return "sparse_mqa/batch:" + std::to_string(sparse.batch) + "/q:" + std::to_string(sparse.query_tokens) +
+             "/H:" + std::to_string(sparse.heads) + "/K:" + std::to_string(sparse.topk) +
+             "/seq:" + std::to_string(sparse.seq_len);
+    case AttentionOp::kDense: return dense_mha_name(dense);
+    case AttentionOp::kForward:
+      return "forward/" + forward.name + "/H:" + std::to_string(forward.heads) + "/K:" + std::to_string(forward.topk);
+  }
+  return "";
+}
+
+double AttentionShape::model_flops() const {
+  switch (op) {
+    case AttentionOp::kSparse: return sparse_mqa_flops(sparse);
+    case AttentionOp::kDense: return dense_mha_cost(dense).flops;
+    case AttentionOp::kForward: return forward_flops_model(forward).total();
+  }
+  return 0.0;
+}
+
+bool AttentionShape::over_host_caps(const HostLimits& caps) const {
+  return model_flops() > static_cast<double>(caps.max_attention_flops);
+}
+
+std::vector<AttentionShape> attention_shapes(const Sweep& sw) {
+  std::vector<AttentionShape> shapes;
+  for (const SparseMqaShape& sp : sw.sparse_shapes) {
+    AttentionShape sh;
+    sh.op = AttentionOp::kSparse;
+    sh.sparse = sp;
+    shapes.push_back(sh);
+  }
+  for (const DenseMhaShape& d : sw.dense_shapes) {
+    AttentionShape sh;
+    sh.op = AttentionOp::kDense;
+    sh.dense = d;
+    shapes.push_back(sh);
+  }
+  for (const ForwardBatch& f : sw.forward_batches) {
+    AttentionShape sh;
+    sh.op = AttentionOp::kForward;
+    sh.forward = f;
+    shapes.push_back(sh);
+  }
+  return shapes;
 }
 
 ForwardFlops forward_flops_model(const ForwardBatch& fb) {
@@ -786,29 +831,9 @@ RegisterResult register_attention_benchmarks(BenchEnv* env, const GemmCeiling* g
   s.env = env;
   s.gemm = gemm;
   const Sweep& sw = env->sweep;
-  std::vector<Shape> shapes;
-  for (const SparseMqaShape& sp : sw.sparse_shapes) {
-    Shape sh;
-    sh.op = Op::kSparse;
-    sh.sparse = sp;
-    shapes.push_back(sh);
-  }
-  for (const DenseMhaShape& d : sw.dense_shapes) {
-    Shape sh;
-    sh.op = Op::kDense;
-    sh.dense = d;
-    shapes.push_back(sh);
-  }
-  for (const ForwardBatch& f : sw.forward_batches) {
-    Shape sh;
-    sh.op = Op::kForward;
-    sh.forward = f;
-    shapes.push_back(sh);
-  }
   return register_shapes(
-      shapes, env->timer->on_device(), options.host_caps,
-      [&](const Shape& shape) { return shape.model_flops() > static_cast<double>(sw.host.max_attention_flops); },
-      run_benchmark);
+      attention_shapes(sw), env->timer->on_device(), options.host_caps,
+      [&](const AttentionShape& shape) { return shape.over_host_caps(sw.host); }, run_benchmark);
 }
 
 int attention_runtime_errors() { return state().runtime_errors; }

@@ -30,9 +30,11 @@
 #include <vector>
 
 #include "apps/mla_bench/bench_cache_ops.h"
+#include "apps/mla_bench/bench_inputs.h"
 #include "apps/mla_bench/device_timer.h"
 #include "apps/mla_bench/sweep.h"
 #include "kernels/backend.h"
+#include "lib/batch/rng.h"
 
 namespace mla::bench {
 
@@ -61,15 +63,41 @@ int64_t causal_pairs(int64_t nq, int64_t nk);
 // `total` split into `parts` lengths that differ by at most one (the longer ones first).
 std::vector<int64_t> equal_split(int64_t total, int64_t parts);
 
-double sparse_mqa_flops(const SparseMqaShape& s);
+// A call's cost under these models: FLOPs and bytes (and, dense, the attended pairs).
+struct AttentionCost {
+  double flops = 0.0;
+  double bytes = 0.0;
+  double pairs = 0.0;  // dense_mha: attended (query, key) pairs over every request
+};
+// Sparse MQA over `tokens` query tokens reading `distinct_entries` distinct cache entries.
+AttentionCost sparse_mqa_cost(int64_t tokens, int32_t heads, int32_t topk, int64_t distinct_entries);
+// Dense MHA of num_reqs requests with cumulative query / key lengths cu_q, cu_k (host arrays of
+// num_reqs + 1): attended pairs causal_pairs per request, or nq x nk unmasked.
+AttentionCost dense_mha_cost(const int32_t* cu_q, const int32_t* cu_k, int32_t num_reqs, int32_t heads, bool causal);
+double sparse_mqa_flops(const SparseMqaShape& s);  // the model without its byte part
+
+// The top-k slots of a sparse shape as the benchmark draws them: requests of seq_len tokens in
+// shuffled pages; token i of a request's query_tokens new ones sits at seq_len - query_tokens + i
+// and picks topk distinct visible positions (-1 when fewer are visible). `rng`: sparse_mqa_rng's
+// stream, which the benchmark goes on drawing its queries from.
+struct SparseMqaIndices {
+  PagedLayout layout;
+  std::vector<int32_t> slots;  // [batch x query_tokens, topk] global slots
+  int64_t distinct = 0;        // distinct valid slots: the cache entries the byte model counts
+};
+Rng sparse_mqa_rng(uint64_t seed, const SparseMqaShape& sh);
+SparseMqaIndices make_sparse_mqa_indices(const SparseMqaShape& sh, int32_t block_size, Rng& rng);
+
 // Dense MHA: the benchmark's name (/keys:K whenever keys_per_request is given, /mask:none when
-// unmasked: causal self-attention keeps the name it always had), the keys of a request with nq
-// queries, its key rows over all requests, and its FLOPs (attended pairs: causal_pairs, or
-// nq x nk unmasked).
+// unmasked: causal self-attention keeps the name it always had), its requests' cumulative query
+// and key lengths (equal_split of the tokens; each request's keys: keys_per_request, or as many
+// as its queries), and its cost over them.
 std::string dense_mha_name(const DenseMhaShape& s);
-int64_t dense_mha_keys_of(const DenseMhaShape& s, int64_t nq);
-int64_t dense_mha_total_keys(const DenseMhaShape& s);
-double dense_mha_flops(const DenseMhaShape& s);
+struct DenseMhaSeqlens {
+  std::vector<int32_t> cu_q, cu_k;  // [requests + 1]
+};
+DenseMhaSeqlens dense_mha_seqlens(const DenseMhaShape& s);
+AttentionCost dense_mha_cost(const DenseMhaShape& s);
 
 // The forward step's FLOP model, from the batch alone: the routing rule of SPEC 4.4
 // (count_decodes, prefills_fit_topk) and, per route,
@@ -102,6 +130,26 @@ struct GemmCeiling {
   std::string method;             // one line: how it was measured, or why not
 };
 Status measure_gemm_ceiling(Backend& backend, DeviceTimer& timer, GemmCeiling* out);
+
+enum class AttentionOp { kSparse, kDense, kForward };
+
+// One attention benchmark: its name and FLOP model (the sparse and dense byte models need the
+// shape's inputs: make_sparse_mqa_indices, dense_mha_cost). mla-bench --list-shapes reports the
+// same.
+struct AttentionShape {
+  AttentionOp op = AttentionOp::kSparse;
+  SparseMqaShape sparse;
+  DenseMhaShape dense;
+  ForwardBatch forward;
+
+  const char* op_name() const;
+  std::string name() const;
+  double model_flops() const;
+  bool over_host_caps(const HostLimits& caps) const;  // FLOP model above host.max_attention_flops
+};
+
+// The sweep's attention shapes, in registration order.
+std::vector<AttentionShape> attention_shapes(const Sweep& sweep);
 
 // `env` and `gemm` must outlive benchmark::RunSpecifiedBenchmarks(). Host caps: shapes whose FLOP
 // model exceeds env->sweep.host.max_attention_flops are left out on the host backend.

@@ -22,47 +22,6 @@ constexpr uint64_t kStreamConvert = 4;
 // Distinct latent rows / cache entries; larger inputs reuse them cyclically (at other addresses).
 constexpr int64_t kPoolRows = 65536;
 
-enum class Op { kPack, kGather, kConvert };
-
-struct Shape {
-  Op op = Op::kPack;
-  int64_t size = 0;          // tokens (pack), rows (gather, convert)
-  int32_t block_size = 0;
-  bool seq_starts = false;   // gather
-  int32_t topk = 0;          // convert
-
-  int64_t bytes() const {
-    switch (op) {
-      case Op::kPack: return size * kPackBytesPerToken;
-      case Op::kGather: return size * kGatherBytesPerRow;
-      case Op::kConvert: return size * topk * kConvertBytesPerElement + size * kConvertBytesPerRow;
-    }
-    return 0;
-  }
-  int64_t items() const { return op == Op::kConvert ? size * topk : size; }
-  std::string name() const {
-    switch (op) {
-      case Op::kPack:
-        return "pack/B:" + std::to_string(block_size) + "/tokens:" + std::to_string(size);
-      case Op::kGather:
-        return "gather/B:" + std::to_string(block_size) + "/seq_starts:" + (seq_starts ? "on" : "off") +
-               "/rows:" + std::to_string(size);
-      case Op::kConvert:
-        return "convert/B:" + std::to_string(block_size) + "/K:" + std::to_string(topk) +
-               "/rows:" + std::to_string(size);
-    }
-    return "";
-  }
-  std::string label() const {
-    switch (op) {
-      case Op::kPack: return "bytes/token=1816 (read kv_c 1024 + k_pe 128 + slot 8, write 656)";
-      case Op::kGather: return "bytes/row=1808 (read 656, write 1152)";
-      case Op::kConvert: return "bytes=8/elem (read 4, write 4) + 8/row (req_id, valid_count)";
-    }
-    return "";
-  }
-};
-
 // The inputs of one benchmark on the backend, and the call that runs it.
 class Prepared {
  public:
@@ -114,7 +73,7 @@ const std::vector<bf16_t>& latent_pool() {
   return s.latent_pool;
 }
 
-Status prepare_pack(Backend& b, const Shape& shape, std::unique_ptr<Prepared>* out) {
+Status prepare_pack(Backend& b, const CacheShape& shape, std::unique_ptr<Prepared>* out) {
   auto p = std::make_unique<PreparedPack>();
   Rng rng = Rng(state().env->sweep.seed).fork(kStreamPack).fork(static_cast<uint64_t>(shape.size));
   const PackInputs in = make_pack_inputs(shape.size, shape.block_size, latent_pool(), rng);
@@ -135,7 +94,7 @@ Status prepare_pack(Backend& b, const Shape& shape, std::unique_ptr<Prepared>* o
   return Status();
 }
 
-Status prepare_gather(Backend& b, const Shape& shape, std::unique_ptr<Prepared>* out) {
+Status prepare_gather(Backend& b, const CacheShape& shape, std::unique_ptr<Prepared>* out) {
   BenchState& s = state();
   if (s.entry_pool.empty()) {
     Status st = pack_entries(b, latent_pool(), &s.entry_pool);
@@ -170,7 +129,7 @@ Status prepare_gather(Backend& b, const Shape& shape, std::unique_ptr<Prepared>*
   return Status();
 }
 
-Status prepare_convert(Backend& b, const Shape& shape, std::unique_ptr<Prepared>* out) {
+Status prepare_convert(Backend& b, const CacheShape& shape, std::unique_ptr<Prepared>* out) {
   auto p = std::make_unique<PreparedConvert>();
   Rng rng = Rng(state().env->sweep.seed)
                 .fork(kStreamConvert)
@@ -202,16 +161,16 @@ Status prepare_convert(Backend& b, const Shape& shape, std::unique_ptr<Prepared>
 
 // Builds (or reuses: Google Benchmark calls the function once per run and repetition) the inputs
 // of `shape`, then runs the operation once, untimed. nullptr: the benchmark was skipped.
-Prepared* prepare(benchmark::State& st, const Shape& shape) {
+Prepared* prepare(benchmark::State& st, const CacheShape& shape) {
   BenchState& s = state();
   Backend& b = *s.env->backend;
   return s.prepared.get(
       st, &s.runtime_errors, shape.name(),
       [&](std::unique_ptr<Prepared>* p) -> Status {
         switch (shape.op) {
-          case Op::kPack: return prepare_pack(b, shape, p);
-          case Op::kGather: return prepare_gather(b, shape, p);
-          case Op::kConvert: return prepare_convert(b, shape, p);
+          case CacheOp::kPack: return prepare_pack(b, shape, p);
+          case CacheOp::kGather: return prepare_gather(b, shape, p);
+          case CacheOp::kConvert: return prepare_convert(b, shape, p);
         }
         return Status::error("unknown operation");
       },
@@ -222,7 +181,7 @@ Prepared* prepare(benchmark::State& st, const Shape& shape) {
       });
 }
 
-void run_benchmark(benchmark::State& st, const Shape& shape) {
+void run_benchmark(benchmark::State& st, const CacheShape& shape) {
   BenchState& s = state();
   BenchEnv& env = *s.env;
   Prepared* prepared = prepare(st, shape);
@@ -253,35 +212,80 @@ void run_benchmark(benchmark::State& st, const Shape& shape) {
       st.counters["pct_of_same_size_copy"] = benchmark::Counter(100.0 * achieved / it->second);
     }
   }
-  if (shape.op == Op::kConvert && shape.bytes() <= kLatencyCounterMaxBytes && timed > 0.0 &&
+  if (shape.op == CacheOp::kConvert && shape.bytes() <= kLatencyCounterMaxBytes && timed > 0.0 &&
       env.roofline.empty_launch_seconds > 0.0) {
     const double per_iter = timed / static_cast<double>(iters);
     st.counters["pct_of_empty_launch"] = benchmark::Counter(100.0 * env.roofline.empty_launch_seconds / per_iter);
   }
 }
 
-bool over_host_caps(const Shape& shape, const HostLimits& caps) {
-  if (shape.op == Op::kConvert) return shape.size * shape.topk > caps.max_convert_elements;
-  return shape.size > caps.max_tokens;
+}  // namespace
+
+int64_t CacheShape::bytes() const {
+  switch (op) {
+    case CacheOp::kPack: return size * kPackBytesPerToken;
+    case CacheOp::kGather: return size * kGatherBytesPerRow;
+    case CacheOp::kConvert: return size * topk * kConvertBytesPerElement + size * kConvertBytesPerRow;
+  }
+  return 0;
 }
 
-}  // namespace
+int64_t CacheShape::items() const { return op == CacheOp::kConvert ? size * topk : size; }
+
+const char* CacheShape::op_name() const {
+  switch (op) {
+    case CacheOp::kPack: return "pack";
+    case CacheOp::kGather: return "gather";
+    case CacheOp::kConvert: return "convert";
+  }
+  return "";
+}
+
+std::string CacheShape::name() const {
+  switch (op) {
+    case CacheOp::kPack:
+      return "pack/B:" + std::to_string(block_size) + "/tokens:" + std::to_string(size);
+    case CacheOp::kGather:
+      return "gather/B:" + std::to_string(block_size) + "/seq_starts:" + (seq_starts ? "on" : "off") +
+             "/rows:" + std::to_string(size);
+    case CacheOp::kConvert:
+      return "convert/B:" + std::to_string(block_size) + "/K:" + std::to_string(topk) + "/rows:" + std::to_string(size);
+  }
+  return "";
+}
+
+std::string CacheShape::label() const {
+  switch (op) {
+    case CacheOp::kPack: return "bytes/token=1816 (read kv_c 1024 + k_pe 128 + slot 8, write 656)";
+    case CacheOp::kGather: return "bytes/row=1808 (read 656, write 1152)";
+    case CacheOp::kConvert: return "bytes=8/elem (read 4, write 4) + 8/row (req_id, valid_count)";
+  }
+  return "";
+}
+
+bool CacheShape::over_host_caps(const HostLimits& caps) const {
+  if (op == CacheOp::kConvert) return size * topk > caps.max_convert_elements;
+  return size > caps.max_tokens;
+}
+
+std::vector<CacheShape> cache_shapes(const Sweep& sw) {
+  std::vector<CacheShape> shapes;
+  for (int32_t b : sw.pack_block_sizes)
+    for (int64_t n : sw.pack_tokens) shapes.push_back({CacheOp::kPack, n, b, false, 0});
+  for (int32_t b : sw.gather_block_sizes)
+    for (bool ss : sw.gather_seq_starts)
+      for (int64_t n : sw.gather_rows) shapes.push_back({CacheOp::kGather, n, b, ss, 0});
+  for (int32_t k : sw.convert_topk)
+    for (int64_t n : sw.convert_rows) shapes.push_back({CacheOp::kConvert, n, sw.convert_block_size, false, k});
+  return shapes;
+}
 
 RegisterResult register_cache_benchmarks(BenchEnv* env, const RegisterOptions& options) {
   state().env = env;
   const Sweep& sw = env->sweep;
-  std::vector<Shape> shapes;
-  for (int32_t b : sw.pack_block_sizes)
-    for (int64_t n : sw.pack_tokens) shapes.push_back({Op::kPack, n, b, false, 0});
-  for (int32_t b : sw.gather_block_sizes)
-    for (bool ss : sw.gather_seq_starts)
-      for (int64_t n : sw.gather_rows) shapes.push_back({Op::kGather, n, b, ss, 0});
-  for (int32_t k : sw.convert_topk)
-    for (int64_t n : sw.convert_rows) shapes.push_back({Op::kConvert, n, sw.convert_block_size, false, k});
-
   return register_shapes(
-      shapes, env->timer->on_device(), options.host_caps,
-      [&](const Shape& shape) { return over_host_caps(shape, sw.host); }, run_benchmark);
+      cache_shapes(sw), env->timer->on_device(), options.host_caps,
+      [&](const CacheShape& shape) { return shape.over_host_caps(sw.host); }, run_benchmark);
 }
 
 int benchmark_runtime_errors() { return state().runtime_errors; }

@@ -38,6 +38,28 @@ struct RegisterResult {
   std::vector<std::string> left_out;  // names not registered (host caps), for a note
 };
 
+enum class CacheOp { kPack, kGather, kConvert };
+
+// One cache-path benchmark: its name, byte and item models (the counters' bytes_per_second and
+// items_per_second per call) and label. mla-bench --list-shapes reports the same.
+struct CacheShape {
+  CacheOp op = CacheOp::kPack;
+  int64_t size = 0;          // tokens (pack), rows (gather, convert)
+  int32_t block_size = 0;
+  bool seq_starts = false;   // gather
+  int32_t topk = 0;          // convert
+
+  int64_t bytes() const;
+  int64_t items() const;     // tokens (pack), rows (gather), indices (convert)
+  const char* op_name() const;
+  std::string name() const;
+  std::string label() const;
+  bool over_host_caps(const HostLimits& caps) const;  // left out on the host backend by default
+};
+
+// The sweep's cache-path shapes, in registration order.
+std::vector<CacheShape> cache_shapes(const Sweep& sweep);
+
 // `env` must outlive benchmark::RunSpecifiedBenchmarks().
 RegisterResult register_cache_benchmarks(BenchEnv* env, const RegisterOptions& options);
 

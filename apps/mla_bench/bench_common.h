@@ -69,6 +69,10 @@ class PreparedCache {
   std::unique_ptr<P> current_;
 };
 
+// What Google Benchmark appends to the name of a benchmark timed with UseManualTime() (as
+// register_shapes registers every one): the run_name of its JSON output and --benchmark_list_tests.
+inline constexpr const char* kManualTimeSuffix = "/manual_time";
+
 // Registers one benchmark per shape (name(), run(state, shape)); on the host backend, shapes for
 // which over_host_caps(shape) holds are left out and listed. Repetitions, aggregates-only and min
 // time come from flags (main.cpp sets the sweep's values as defaults), so that names stay the

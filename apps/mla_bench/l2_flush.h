@@ -12,7 +12,7 @@
 // reaches the start event: no launch latency inside the timed region so long as the caller queues
 // them within the lead and the read (the idea of nvbench's blocking kernel, which waits for a host
 // flag instead: that guarantees it for any caller, but makes the idle time the caller's own).
-// scripts/peer_torch.py runs the same spin through torch.cuda._sleep (a one-thread clock64 spin
+// scripts/peer_timing.py runs the same spin through torch.cuda._sleep (a one-thread clock64 spin
 // too) with the count mla-bench's JSON names, so that both tools leave the GPU about the same idle
 // time before each call; at the power cap that idle time changes the clock the call then runs at
 // (docs/benchmarks.md). Measured on an H200 (docs/performance.md, twenty-first session): the

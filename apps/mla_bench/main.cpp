@@ -24,6 +24,7 @@
 #include "apps/mla_bench/device_timer.h"
 #include "apps/mla_bench/dump.h"
 #include "apps/mla_bench/l2_flush.h"
+#include "apps/mla_bench/list_shapes.h"
 #include "apps/mla_bench/roofline.h"
 #include "apps/mla_bench/sweep.h"
 #include "kernels/backend.h"
@@ -139,6 +140,7 @@ struct Options {
   std::string sweep;
   std::string dump_dir;
   bool list_sweeps = false, quick = false, no_host_caps = false, version = false;
+  bool list_shapes = false, json = false;
   int64_t lead_cycles = L2Flusher::kDefaultLeadCycles;
 };
 
@@ -153,13 +155,24 @@ void add_options(CLI::App& app, Options& o) {
                                "Built-in sweep name or sweep file (default: cache_path; see --list-sweeps)");
   app.add_flag("--quick", o.quick, "The small 'quick' sweep (a smoke test); same as --sweep quick")->excludes(sweep);
   app.add_flag("--list-sweeps", o.list_sweeps, "List the built-in sweeps and exit");
+  auto* shapes_flag = app.add_flag(
+      "--list-shapes", o.list_shapes,
+      "List every shape the sweep registers (benchmark name, bytes and FLOPs per call as the counters "
+      "count them) and exit, without a backend or a GPU; --no-host-caps does not apply (host-capped "
+      "shapes are marked)");
+  app.add_flag("--json", o.json,
+               "With --list-shapes: print JSON (\"schema\": \"mla-bench.shapes/1\"): the sweep's seed, "
+               "repetitions and min_time_s, and per shape its name and run_name, op, the parameters that "
+               "build its inputs, items, bytes, flops, model details and host_capped (read by "
+               "scripts/peer_timing.py)")
+      ->needs(shapes_flag);
   app.add_option("--dump", o.dump_dir,
                  "Run one small shape of each operation, write inputs, outputs and manifest.json to DIR "
-                 "(for scripts/peer_torch.py), and exit");
+                 "(for scripts/peer_check.py), and exit");
   app.add_flag("--no-host-caps", o.no_host_caps, "Host backend: also run shapes above the sweep's host limits");
   app.add_option("--lead-cycles", o.lead_cycles,
                  "GPU: SM clock cycles one thread spins before each L2 flush, so that the timed launches are "
-                 "queued before the start event (0: none; scripts/peer_torch.py uses the same count)")
+                 "queued before the start event (0: none; scripts/peer_timing.py uses the same count)")
       ->check(CLI::Range(int64_t{0}, L2Flusher::kMaxLeadCycles))
       ->capture_default_str();
   app.add_flag("--version", o.version, "Print the version and exit");
@@ -251,6 +264,7 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "mla-bench: %s\n", sweep_status.message().c_str());
     return kExitUsage;
   }
+  if (opt.list_shapes) return list_shapes(sweep, opt.json);
   RegisterOptions options;
   options.host_caps = !opt.no_host_caps;
   const std::string& backend_name = opt.backend;
@@ -357,7 +371,7 @@ int run(int argc, char** argv) {
   if (flusher->buffer_bytes() > 0) {
     benchmark::AddCustomContext("mla_l2_flush", std::to_string(flusher->buffer_bytes()) + " bytes read (L2 " +
                                                     std::to_string(flusher->l2_bytes()) + " bytes)");
-    // scripts/peer_torch.py --ours reads this count and runs the same lead.
+    // scripts/peer_timing.py --ours reads this count and runs the same lead.
     benchmark::AddCustomContext("mla_lead_cycles", std::to_string(flusher->lead_cycles()));
   }
 

@@ -15,9 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/batch/batch_spec.h"
+#include "lib/batch/rng.h"
 #include "lib/scenario/input_file.h"
 #include "lib/scenario/json_keys.h"
-#include "lib/batch/rng.h"
+#include "lib/scenario/json_schema.h"
 
 namespace mla {
 
@@ -114,30 +115,7 @@ std::string show(const json& j) {
   return s;
 }
 
-std::string describe_type(const json& j) {
-  if (j.is_number_integer()) return "integer " + show(j);
-  if (j.is_number_float()) return "number " + show(j);
-  if (j.is_string()) return "string " + show(j);
-  if (j.is_boolean()) return "boolean " + show(j);
-  if (j.is_null()) return "null";
-  if (j.is_array()) return "an array";
-  return "an object";
-}
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
+std::string describe_type(const json& j) { return describe_json_value(j); }
 
 // --- Typed readers: each fails with the value's path when the type or range is wrong ---------------
 
@@ -150,17 +128,14 @@ void reject_unknown_keys(const json& obj, const std::string& path, std::initiali
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     const std::string& key = it.key();
     bool known = false;
-    std::string closest;
-    size_t closest_distance = 3;  // suggest only close spellings
     std::string list;
     for (const char* a : allowed) {
       if (key == a) known = true;
-      const size_t d = edit_distance(key, a);
-      if (d < closest_distance) closest_distance = d, closest = a;
       list += list.empty() ? "" : ", ";
       list += a;
     }
     if (known) continue;
+    const std::string closest = closest_spelling(key, std::vector<std::string>(allowed.begin(), allowed.end()));
     std::string problem = "unknown key \"" + key + "\"";
     if (!closest.empty()) problem += " (did you mean \"" + closest + "\"?)";
     problem += "; allowed here: " + list;
