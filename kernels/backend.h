@@ -54,6 +54,12 @@ class Backend {
   // Remarks on the operations since the last call, for the check that ran them (e.g. an adapter
   // that returned its outputs instead of writing them in place).
   virtual std::vector<std::string> take_notes() { return {}; }
+  // Called before each check of a scenario runs its operations (an adapter may use it to reset
+  // per-scenario state or to label a profile).
+  virtual void begin_check(const std::string& scenario, const std::string& check) {
+    (void)scenario;
+    (void)check;
+  }
 
   // Memory. allocate() returns memory aligned to at least 256 bytes.
   virtual Status allocate(std::size_t bytes, void** ptr) = 0;

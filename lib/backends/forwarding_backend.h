@@ -15,6 +15,9 @@ class ForwardingBackend : public Backend {
   BackendInfo info() const override { return inner_.info(); }
   NativeDevice native_device() const override { return inner_.native_device(); }
   std::vector<std::string> take_notes() override { return inner_.take_notes(); }
+  void begin_check(const std::string& scenario, const std::string& check) override {
+    inner_.begin_check(scenario, check);
+  }
   Status allocate(std::size_t bytes, void** ptr) override { return inner_.allocate(bytes, ptr); }
   void release(void* ptr) override { inner_.release(ptr); }
   Status copy_to_device(void* dst, const void* src, std::size_t bytes) override {

@@ -140,6 +140,14 @@ class PythonBackend final : public ForwardingBackend {
 
   BackendInfo info() const override { return info_; }
   std::vector<std::string> take_notes() override { return std::exchange(notes_, {}); }
+  // An error here cannot be returned; it is noted, and the check's own operations still run.
+  void begin_check(const std::string& scenario, const std::string& check) override {
+    try {
+      glue_.attr("begin_check")(scenario, check);
+    } catch (py::error_already_set& e) {
+      note(py::str(e.value()).cast<std::string>());
+    }
+  }
   bool supports_attention() const override {
     for (const char* op : {"sparse_mqa", "dense_mha", "merge", "gemm"})
       if (operations_.count(op)) return true;

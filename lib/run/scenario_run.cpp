@@ -41,7 +41,7 @@ ScenarioResult run_scenario(const Scenario& s, Backend& backend_under_test, Inje
   res.name = s.name;
   res.file = s.file;
   try {
-    const bool host = backend.info().name == "host";
+    const bool host = backend.native_device().kind == NativeDevice::Kind::kHost;
     if (host && s.gpu_only()) {
       for (CheckKind k : s.checks)
         res.checks.push_back(skipped(k, std::string("tagged ") + kGpuOnlyTag +
@@ -58,6 +58,7 @@ ScenarioResult run_scenario(const Scenario& s, Backend& backend_under_test, Inje
     const AttentionData attn = attention && ds_mla ? make_attention_data(s, batch, data) : AttentionData{};
     const AttentionCheckContext actx{backend, s, batch, injection, data, attn};
     for (CheckKind k : s.checks) {
+      backend.begin_check(s.name, to_string(k));
       std::vector<CheckResult> rs;
       const bool needs_cache = k != CheckKind::kConvert && k != CheckKind::kLayout;
       if (needs_cache && !ds_mla) {

@@ -1,6 +1,5 @@
 #include "lib/run/suite_runner.h"
 
-#include <csignal>
 #include <cstdlib>
 #include <sstream>
 
@@ -70,7 +69,7 @@ namespace {
 ScenarioResult run_here(const SuiteOptions& opt, const Scenario& s,
                         const std::function<void(const CheckResult&)>& on_check) {
   std::string err;
-  auto backend = make_backend(opt.backend, &err);
+  auto backend = opt.make_backend ? opt.make_backend(&err) : make_backend(opt.backend, &err);
   if (!backend) {
     ScenarioResult r;
     r.name = s.name;
@@ -79,18 +78,7 @@ ScenarioResult run_here(const SuiteOptions& opt, const Scenario& s,
     r.verdict = Verdict::kError;
     return r;
   }
-  // Test hooks (isolated runs only): crash or hang the scenario right after its first check,
-  // to prove that neither its finished checks nor the other scenarios' results are lost.
-  const char* crash = std::getenv("MLA_CHECK_TEST_CRASH");
-  const char* hang = std::getenv("MLA_CHECK_TEST_HANG");
-  const bool crash_here = opt.isolate && crash && s.name == crash;
-  const bool hang_here = opt.isolate && hang && s.name == hang;
-  if (!crash_here && !hang_here) return run_scenario(s, *backend, opt.injection, on_check);
-  return run_scenario(s, *backend, opt.injection, [&](const CheckResult& c) {
-    if (on_check) on_check(c);
-    if (crash_here) std::raise(SIGSEGV);
-    for (;;) ::pause();
-  });
+  return run_scenario(s, *backend, opt.injection, on_check);
 }
 
 // The body of a scenario's child: streams "check JSON" lines as checks finish and one

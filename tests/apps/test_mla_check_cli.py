@@ -25,6 +25,41 @@ def binary_exists():
         pytest.skip(f"mla-check not built at {BIN}")
 
 
+# An adapter whose scenario named HANG hangs, and whose scenario named CRASH crashes (SIGSEGV), when
+# its second check begins (so that its first check's result has been reported); its one operation
+# is the NumPy cache path's convert, every other runs on the host backend (--adapter-fallback).
+MISBEHAVING_ADAPTER = """
+import importlib.util, os, signal, time
+_spec = importlib.util.spec_from_file_location("numpy_cache", {numpy_cache!r})
+_numpy_cache = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_numpy_cache)
+DEVICE = "cpu"
+HANG, CRASH = {hang!r}, {crash!r}
+_begun = 0
+convert = _numpy_cache.convert
+def begin_check(scenario, check):
+    global _begun
+    _begun += 1
+    if _begun == 2 and scenario == CRASH:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if _begun == 2 and scenario == HANG:
+        while True:
+            time.sleep(60)
+"""
+
+
+def misbehaving_backend(tmp_path, hang="", crash=""):
+    """--backend and --adapter-fallback for the misbehaving adapter; skips where the build has no
+    Python backend (it needs the Python development files, pybind11, DLPack and NumPy)."""
+    path = tmp_path / "misbehaving.py"
+    path.write_text(MISBEHAVING_ADAPTER.format(numpy_cache=str(REPO / "adapters" / "numpy_cache.py"),
+                                               hang=hang, crash=crash))
+    probe = run("--backend", f"python:{path}", "--adapter-fallback", "--scenario", "gather_block_size_1")
+    if "has no Python backend" in probe.stderr:
+        pytest.skip(probe.stderr.strip())
+    return ["--backend", f"python:{path}", "--adapter-fallback"]
+
+
 def write(tmp_path, name, text):
     p = tmp_path / name
     p.write_text(text)
@@ -123,8 +158,8 @@ def test_an_unwritable_report_is_refused_before_the_run(tmp_path):
 
 def test_a_hanging_scenario_is_killed_and_loses_no_other_result(tmp_path):
     out = tmp_path / "r.json"
-    r = run("--backend", "host", "--scenario", SMALL, "--scenario", "vllm_small_prefill", "--timeout", "2",
-            "--report", str(out), env={"MLA_CHECK_TEST_HANG": SMALL})
+    r = run(*misbehaving_backend(tmp_path, hang=SMALL), "--scenario", SMALL, "--scenario", "vllm_small_prefill",
+            "--timeout", "2", "--report", str(out))
     assert r.returncode == 3, r.stdout + r.stderr
     by_name = {s["name"]: s for s in load_report(out)["scenarios"]}
     assert by_name[SMALL]["verdict"] == "ERROR" and "timed out" in by_name[SMALL]["error"]
@@ -211,8 +246,8 @@ def test_each_injection_exits_1_with_the_expected_verdict(tmp_path, name, check,
 
 def test_a_crashing_scenario_loses_no_other_result(tmp_path):
     out = tmp_path / "r.json"
-    r = run("--backend", "host", "--scenario", SMALL, "--scenario", "vllm_small_prefill", "--report", str(out),
-            env={"MLA_CHECK_TEST_CRASH": SMALL})
+    r = run(*misbehaving_backend(tmp_path, crash=SMALL), "--scenario", SMALL, "--scenario", "vllm_small_prefill",
+            "--report", str(out))
     assert r.returncode == 3, r.stdout + r.stderr
     rep = load_report(out)
     by_name = {s["name"]: s for s in rep["scenarios"]}
@@ -226,7 +261,6 @@ def test_a_crashing_scenario_loses_no_other_result(tmp_path):
 # comes early and ends last (at --timeout), the crashing one ends first.
 JOBS_SELECTION = ["vllm_large_q_pure_prefill", SMALL, "gather_block_size_1", "vllm_small_prefill",
                   "gpu_attn_mixed_small_k128"]
-JOBS_HOOKS = {"MLA_CHECK_TEST_HANG": SMALL, "MLA_CHECK_TEST_CRASH": "vllm_small_prefill"}
 
 
 def without_timings(value):
@@ -246,10 +280,11 @@ def table_without_times(stdout):
 def run_selection(tmp_path, tag, *jobs_args):
     out = tmp_path / f"{tag}.json"
     # --timeout 4: well above the slowest scenario here (~0.3 s) also on a loaded 2-core CI machine.
-    args = ["--backend", "host", "--timeout", "4", "--report", str(out), *jobs_args]
+    args = [*misbehaving_backend(tmp_path, hang=SMALL, crash="vllm_small_prefill"), "--timeout", "4",
+            "--report", str(out), *jobs_args]
     for name in JOBS_SELECTION:
         args += ["--scenario", name]
-    r = run(*args, env=JOBS_HOOKS)
+    r = run(*args)
     assert r.returncode == 3, r.stdout + r.stderr  # the crash and the hang are ERRORs, nothing failed
     return r.stdout.replace(str(out), "REPORT"), load_report(out)
 

@@ -185,6 +185,16 @@ def _copy_returned(op, returned, outs):
             _numpy.copyto(dst, value)
 
 
+def begin_check(scenario, check):
+    """Calls the adapter's optional begin_check(scenario, check) before each check's operations."""
+    hook = getattr(_adapter, "begin_check", None)
+    if callable(hook):
+        try:
+            hook(scenario, check)
+        except Exception:
+            raise RuntimeError(f"{_name}: begin_check() raised:\n" + _traceback_tail())
+
+
 def call(op, buffers, params, stream):
     """Runs the adapter's `op`. buffers: name -> DLPack provider or None; params: plain values;
     stream: the harness's CUDA stream (an integer handle) on the CUDA device. Returns True when

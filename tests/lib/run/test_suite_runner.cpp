@@ -1,12 +1,13 @@
 // run_suite with isolation and several scenario processes at once (jobs > 1): results in the
 // suite's order, a crash or hang confined to its scenario, per-process timeouts, no process left
-// behind. The crash / hang come from the runner's test hooks (MLA_CHECK_TEST_CRASH / _HANG name a
-// scenario that crashes / hangs right after its first check).
+// behind. The crash / hang come from a backend that misbehaves in a named scenario right after its
+// first check (SuiteOptions::make_backend).
 #include "lib/run/suite_runner.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -16,7 +17,10 @@
 #include <vector>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include "kernels/backend.h"
+#include "lib/backends/forwarding_backend.h"
 #include "lib/run/report.h"
 
 namespace mla {
@@ -41,15 +45,31 @@ SuiteOptions options(const std::vector<std::string>& names, size_t jobs, double 
   return opt;
 }
 
-// Sets an environment variable for the scope of one test (the scenario processes inherit it).
-class ScopedEnv {
+// The host backend, except that scenario `hang` hangs and scenario `crash` crashes (SIGSEGV) when
+// its second check begins, so that its first check's result has been streamed.
+class Misbehaving final : public ForwardingBackend {
  public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
-  ~ScopedEnv() { ::unsetenv(name_); }
+  Misbehaving(std::unique_ptr<Backend> host, std::string hang, std::string crash)
+      : ForwardingBackend(*host), host_(std::move(host)), hang_(std::move(hang)), crash_(std::move(crash)) {}
+  void begin_check(const std::string& scenario, const std::string& check) override {
+    if (checks_begun_++ == 0) return;
+    if (scenario == crash_) std::raise(SIGSEGV);
+    if (scenario == hang_)
+      for (;;) ::pause();
+    ForwardingBackend::begin_check(scenario, check);
+  }
 
  private:
-  const char* name_;
+  std::unique_ptr<Backend> host_;
+  std::string hang_, crash_;
+  int checks_begun_ = 0;
 };
+
+void misbehave(SuiteOptions& opt, const std::string& hang, const std::string& crash = "") {
+  opt.make_backend = [hang, crash](std::string*) -> std::unique_ptr<Backend> {
+    return std::make_unique<Misbehaving>(make_host_backend(), hang, crash);
+  };
+}
 
 // Every child of this process has been reaped: no zombie, no process still running.
 bool no_children_left() { return ::waitpid(-1, nullptr, WNOHANG) == -1 && errno == ECHILD; }
@@ -68,10 +88,10 @@ std::string without_timings(ScenarioResult r) {
 }
 
 TEST(SuiteRunner, ParallelResultsKeepTheSuiteOrderWhateverOrderTheyEndIn) {
-  ScopedEnv hang("MLA_CHECK_TEST_HANG", kHang);
   const std::vector<std::string> names = {kHang, "vllm_small_prefill", "gather_block_size_1",
                                           "vllm_large_q_pure_prefill"};
   SuiteOptions opt = options(names, 2, 2.0);
+  misbehave(opt, kHang);
   std::vector<size_t> ended;
   opt.on_result = [&](size_t i, size_t n, const ScenarioResult&) {
     EXPECT_EQ(n, names.size());
@@ -96,12 +116,13 @@ TEST(SuiteRunner, ParallelResultsKeepTheSuiteOrderWhateverOrderTheyEndIn) {
 }
 
 TEST(SuiteRunner, ParallelRunEqualsSerialRunApartFromTimings) {
-  ScopedEnv hang("MLA_CHECK_TEST_HANG", kHang);
-  ScopedEnv crash("MLA_CHECK_TEST_CRASH", kCrash);
   const std::vector<std::string> names = {"vllm_large_q_pure_prefill", kHang, "gather_block_size_1", kCrash,
                                           "attention/gpu_attn_mixed_small_k128"};
-  const auto serial = run_suite(options(names, 1, 1.0));
-  const auto parallel = run_suite(options(names, 3, 1.0));
+  SuiteOptions serial_opt = options(names, 1, 1.0), parallel_opt = options(names, 3, 1.0);
+  misbehave(serial_opt, kHang, kCrash);
+  misbehave(parallel_opt, kHang, kCrash);
+  const auto serial = run_suite(serial_opt);
+  const auto parallel = run_suite(parallel_opt);
   EXPECT_TRUE(no_children_left());
   ASSERT_EQ(serial.size(), names.size());
   ASSERT_EQ(parallel.size(), names.size());
@@ -117,9 +138,9 @@ TEST(SuiteRunner, ParallelRunEqualsSerialRunApartFromTimings) {
 }
 
 TEST(SuiteRunner, EachProcessHasItsOwnTimeoutAndJobsCapsHowManyRun) {
-  ScopedEnv hang("MLA_CHECK_TEST_HANG", kHang);
   const double timeout_s = 1.0;
   SuiteOptions opt = options({kHang, kHang, kHang}, 2, timeout_s);
+  misbehave(opt, kHang);
   size_t running = 0, most_running = 0;
   opt.on_start = [&](size_t, size_t, const Scenario&) { most_running = std::max(most_running, ++running); };
   opt.on_result = [&](size_t, size_t, const ScenarioResult&) { --running; };
@@ -139,8 +160,8 @@ TEST(SuiteRunner, EachProcessHasItsOwnTimeoutAndJobsCapsHowManyRun) {
 }
 
 TEST(SuiteRunner, AnErrorInTheCallerKillsTheProcessesStillRunning) {
-  ScopedEnv hang("MLA_CHECK_TEST_HANG", kHang);
   SuiteOptions opt = options({kHang, "vllm_small_prefill"}, 2, 600.0);
+  misbehave(opt, kHang);
   opt.on_result = [](size_t, size_t, const ScenarioResult&) { throw std::runtime_error("caller failed"); };
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_THROW(run_suite(opt), std::runtime_error);
