@@ -14,6 +14,10 @@
 # finds whichever has them. Without them the script still succeeds, says so, and CTest reports the
 # Python tests as skipped. MLA_REQUIRE_PYTHON_TOOLS=1 (CI; any value but empty or 0, as
 # MLA_REQUIRE_CUDA) makes their absence an error instead.
+#
+# Another package manager at work (unattended upgrades on a fresh machine, a second install) holds
+# apt's locks: apt-get waits for them, up to MLA_APT_LOCK_TIMEOUT seconds (600 by default), and
+# says so while it waits.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
@@ -28,6 +32,50 @@ sudo_cmd=""
 if [ "$(id -u)" -ne 0 ]; then
   sudo_cmd="sudo"
 fi
+lock_timeout="${MLA_APT_LOCK_TIMEOUT:-600}"
+
+# apt_get ARGS...: apt-get, non-interactive (env: sudo resets the environment, DEBIAN_FRONTEND
+# would not reach apt-get), waiting up to $lock_timeout s for dpkg's lock (DPkg::Lock::Timeout).
+apt_get() {
+  $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get -o "DPkg::Lock::Timeout=$lock_timeout" "$@"
+}
+# Reads apt-get's standard output and drops it, but for its "Waiting for cache lock: Could not get
+# lock FILE. It is held by process N (NAME)..." lines (one a second while it waits): said once.
+lock_notes() {
+  local line said=0
+  while IFS= read -r line; do
+    case "$line" in
+      *"Waiting for cache lock"*)
+        if [ "$said" -eq 0 ]; then
+          say "waiting up to ${lock_timeout}s for another package manager: ${line#*lock: }"
+          said=1
+        fi
+        ;;
+    esac
+  done
+}
+# apt_update: apt-get update. It takes the package lists' lock without waiting (apt 2.6 fails at
+# once, DPkg::Lock::Timeout notwithstanding): while it fails for that lock, it is run again every
+# 5 s, up to $lock_timeout s.
+apt_update() {
+  local err rc deadline=$((SECONDS + lock_timeout)) said=0
+  err="$(mktemp)"
+  while :; do
+    rc=0
+    apt_get update -q 2>"$err" | lock_notes || rc=${PIPESTATUS[0]}
+    if [ "$rc" -eq 0 ] || ! grep -q "Could not get lock" "$err" || [ "$SECONDS" -ge "$deadline" ]; then
+      break
+    fi
+    if [ "$said" -eq 0 ]; then
+      say "waiting up to ${lock_timeout}s for the package lists: $(grep -m1 "Could not get lock" "$err" | sed 's/^E: //')"
+      said=1
+    fi
+    sleep 5
+  done
+  cat "$err" >&2
+  rm -f "$err"
+  return "$rc"
+}
 apt_updated=0
 # apt_install [--no-install-recommends] PACKAGE...: non-interactive; returns apt-get's status.
 apt_install() {
@@ -39,12 +87,13 @@ apt_install() {
     warn "no apt-get (not Debian/Ubuntu): cannot install ${*//--no-install-recommends/}"
     return 1
   fi
-  # env: sudo resets the environment, DEBIAN_FRONTEND would not reach apt-get.
   if [ "$apt_updated" -eq 0 ]; then
-    $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get update -qq || warn "apt-get update failed; installing from the current package lists"
+    apt_update || warn "apt-get update failed; installing from the current package lists"
     apt_updated=1
   fi
-  $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+  local rc=0
+  apt_get install -y -q "$@" | lock_notes || rc=${PIPESTATUS[0]}
+  return "$rc"
 }
 
 cmake_version() {  # the version of cmake on PATH, or nothing

@@ -10,14 +10,20 @@
 #   scripts/run_gpu.sh [RESULTS_DIR]          (default results/YYYYmmdd-HHMMSS)
 #
 # Stages and what they write in RESULTS_DIR (NAME.log for each):
-#   configure, build                 cmake, with MLA_ENABLE_CUDA=ON
-#   ctest                            every CTest test, with MLA_REQUIRE_CUDA=1: a GPU test that
-#                                    finds no usable CUDA backend fails instead of skipping
+#   configure, build                 cmake, with MLA_ENABLE_CUDA=ON (and MLA_REQUIRE_CUDA=ON: see
+#                                    below)
+#   ctest                            every CTest test but gpu.scenario.* (the check stage runs the
+#                                    same scenarios on the GPU), with MLA_REQUIRE_CUDA=1: a GPU test
+#                                    that finds no usable CUDA backend fails instead of skipping
 #   check                            mla-check --backend cuda on the suite: check.json
 #   inject-list, inject-NAME         mla-check --list-injections, then one mla-check --backend cuda
 #                                    --inject NAME per listed injection (each must be caught:
 #                                    exit 1): inject-NAME.json
-#   sanitizer                        scripts/sanitize_suite.sh: sanitizer.tsv, sanitizer/TOOL/*.log
+#   sanitizer-TOOL                   ctest -L gpu -T memcheck with MLA_SANITIZER_TOOL=TOOL, for each
+#                                    tool: the GPU GoogleTest cases and gpu.scenario.* (every scenario
+#                                    on the CUDA backend) under compute-sanitizer, through
+#                                    tests/memcheck/ctest-compute-sanitizer.sh: sanitizer/TOOL/ (CTest's
+#                                    logs: MemoryChecker.N.log per test, LastDynamicAnalysis*.log)
 #   bench, stream-mix                mla-bench --backend cuda, cache_path sweep: bench.json
 #   bench-attention                  mla-bench --backend cuda --sweep attention (sparse MQA, dense
 #                                    MHA, the forward step): bench-attention.json
@@ -34,24 +40,23 @@
 #   MLA_BUILD_DIR=build         build directory
 #   MLA_JOBS=N                  parallel build jobs and ctest tests (default: all cores), mla-check
 #                               scenario processes (default: mla-check's own, at most 8 on the GPU)
-#                               and sanitizer processes (default: at most 6)
+#                               and tests under a sanitizer (default: at most 6 at once)
 #   MLA_SKIP_BUILD=1            skip configure + build (use an existing build)
 #   MLA_SKIP_CTEST=1  MLA_SKIP_CHECK=1  MLA_SKIP_INJECT=1  MLA_SKIP_SANITIZER=1
 #   MLA_SKIP_BENCH=1  MLA_SKIP_BENCH_ATTENTION=1  MLA_SKIP_PEER=1  MLA_SKIP_PEER_ATTENTION=1
 #                               skip that stage (MLA_SKIP_BENCH: bench and stream-mix)
 #   MLA_CTEST_ARGS=...          extra ctest arguments (e.g. -L kernels, -R Cuda)
-#   MLA_REQUIRE_CUDA=1          for the ctest stage (default 1): the GPU tests fail, with their skip
-#                               message, when the CUDA backend is unavailable; 0 lets them skip.
-#                               Skips that are legitimate on a working GPU (not compute capability
-#                               9.0, built without sm_90a) stay skips either way
+#   MLA_REQUIRE_CUDA=1          for the ctest and sanitizer stages (default 1; configured as the
+#                               cache option MLA_REQUIRE_CUDA too): the GPU tests fail, with their
+#                               skip message, when the CUDA backend is unavailable; 0 lets them
+#                               skip. Skips that are legitimate on a working GPU (not compute
+#                               capability 9.0, built without sm_90a) stay skips either way
 #   MLA_SANITIZER_TOOLS="memcheck racecheck initcheck"      compute-sanitizer tools to run
-#   MLA_SANITIZER_ARGS=...      mla-check selection under the sanitizers (e.g. --filter X)
-#   MLA_SANITIZER_TIMEOUT=900   seconds per sanitizer process
-#   MLA_SANITIZER_PER_CHECK=1   one sanitizer process per tool, scenario and check (mla-check --check)
-#   MLA_SANITIZER_EXTERNAL_OK=1 (default 1) racecheck runs whose hazards are all in kernels outside
-#                               this project (cuBLAS's nvjet_* GEMMs: status EXTERNAL in
-#                               sanitizer.tsv) do not fail the stage; 0 makes them fail it. They
-#                               are listed in sanitizer.tsv and the sanitizer log either way
+#   MLA_SANITIZER_ARGS=...      extra ctest arguments for the sanitizer stages, e.g. a selection
+#                               (-R 'gpu[.]scenario[.]attn_') or --timeout
+#   MLA_SANITIZER_EXTERNAL_OK=1 (default 1) racecheck hazards that all lie in kernels outside this
+#                               project (cuBLAS's nvjet_* GEMMs) do not fail their test; 0 makes
+#                               them fail it. CTest's defect summary lists them either way
 #   MLA_CHECK_ARGS=...          extra mla-check arguments for the suite run
 #   MLA_INJECT_ARGS=...         extra mla-check arguments for the injection runs (e.g. --scenario X)
 #   MLA_BENCH_ARGS=...          extra mla-bench arguments, bench stage (e.g. --quick, --benchmark_filter=gather)
@@ -130,8 +135,10 @@ if skipped MLA_SKIP_BUILD; then
   skip configure "MLA_SKIP_BUILD=1"
   skip build "MLA_SKIP_BUILD=1"
 else
+  require_cuda=ON
+  [[ "${MLA_REQUIRE_CUDA:-1}" == 0 ]] && require_cuda=OFF
   stage configure 0 -- cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMLA_ENABLE_CUDA=ON \
-    "-DCMAKE_CUDA_ARCHITECTURES=${MLA_CUDA_ARCH:-90}"
+    "-DCMAKE_CUDA_ARCHITECTURES=${MLA_CUDA_ARCH:-90}" "-DMLA_REQUIRE_CUDA=$require_cuda"
   stage build 0 -- cmake --build "$BUILD" -j "$JOBS"
 fi
 
@@ -143,9 +150,10 @@ if skipped MLA_SKIP_CTEST; then
 else
   # MLA_REQUIRE_CUDA: the GPU tests' "CUDA backend unavailable" skip is a failure here
   # (tests/kernels/cuda/require_cuda.h); without it a machine whose GPU does not work would pass.
+  # gpu.scenario.*: the check stage runs the same scenarios on the GPU, with a report.
   # shellcheck disable=SC2086
   stage ctest 0 -- env MLA_REQUIRE_CUDA="${MLA_REQUIRE_CUDA:-1}" ctest --test-dir "$BUILD" --output-on-failure \
-    -j "$JOBS" ${MLA_CTEST_ARGS:-}
+    -j "$JOBS" -E '^gpu[.]scenario[.]' ${MLA_CTEST_ARGS:-}
 fi
 
 # --- Suite and injections -----------------------------------------------------------------------
@@ -202,20 +210,35 @@ else
 fi
 
 # --- Sanitizers ---------------------------------------------------------------------------------
+# ctest -T memcheck over the tests labelled gpu, once per tool. Each test runs under
+# compute-sanitizer through tests/memcheck/ctest-compute-sanitizer.sh, which fails it on a finding
+# (racecheck hazards only inside cuBLAS's own GEMM kernels aside, with MLA_SANITIZER_EXTERNAL_OK=1,
+# the default: they would fail every run on a healthy GPU). CTest prints a defect summary by kind
+# and keeps each test's sanitizer log, copied to sanitizer/TOOL/.
+have_sanitizer() {
+  command -v compute-sanitizer >/dev/null 2>&1 || [[ -x "${MLA_COMPUTE_SANITIZER:-}" ]] ||
+    [[ -x /usr/local/cuda/bin/compute-sanitizer ]]
+}
 if skipped MLA_SKIP_SANITIZER; then
   skip sanitizer "MLA_SKIP_SANITIZER=1"
-elif ! command -v compute-sanitizer >/dev/null 2>&1; then
-  record sanitizer FAIL 0 "compute-sanitizer not found on PATH"
-elif ! have mla-check; then
-  record sanitizer FAIL 0 "$BIN/mla-check was not built"
+elif ! have_sanitizer; then
+  record sanitizer FAIL 0 "compute-sanitizer not found (PATH, /usr/local/cuda/bin, MLA_COMPUTE_SANITIZER)"
+elif [[ ! -f "$BUILD/DartConfiguration.tcl" ]]; then
+  record sanitizer FAIL 0 "$BUILD is not a configured build with tests (no DartConfiguration.tcl)"
 else
-  # One process per tool and scenario (or scenario and check), MLA_JOBS at once if set in the
-  # environment (sanitize_suite.sh reads it there), else at most 6: the processes share the GPU.
-  # MLA_SANITIZER_EXTERNAL_OK=1 by default: racecheck reports hazards inside cuBLAS's own GEMM
-  # kernels (EXTERNAL in sanitizer.tsv), which would fail every run on a healthy GPU.
-  # shellcheck disable=SC2086
-  stage sanitizer 0 -- env MLA_BUILD_DIR="$BUILD" MLA_SANITIZER_EXTERNAL_OK="${MLA_SANITIZER_EXTERNAL_OK:-1}" \
-    scripts/sanitize_suite.sh "$RESULTS" ${MLA_SANITIZER_ARGS:-}
+  # At most 6 tests at once unless MLA_JOBS says otherwise: they share one GPU, and past a few the
+  # instrumented kernels mostly wait for each other.
+  SANITIZER_JOBS="${MLA_JOBS:-$((JOBS < 6 ? JOBS : 6))}"
+  for tool in ${MLA_SANITIZER_TOOLS:-memcheck racecheck initcheck}; do
+    rm -f "$BUILD"/Testing/Temporary/MemoryChecker.*.log
+    # shellcheck disable=SC2086
+    stage "sanitizer-$tool" 0 -- env MLA_SANITIZER_TOOL="$tool" MLA_REQUIRE_CUDA="${MLA_REQUIRE_CUDA:-1}" \
+      MLA_SANITIZER_EXTERNAL_OK="${MLA_SANITIZER_EXTERNAL_OK:-1}" ctest --test-dir "$BUILD" -L gpu -T memcheck \
+      -j "$SANITIZER_JOBS" --output-on-failure ${MLA_SANITIZER_ARGS:-}
+    mkdir -p "$RESULTS/sanitizer/$tool"
+    cp "$BUILD"/Testing/Temporary/MemoryChecker.*.log "$BUILD"/Testing/Temporary/LastDynamicAnalysis*.log \
+      "$RESULTS/sanitizer/$tool/" 2>/dev/null || true
+  done
 fi
 
 # --- Benchmarks ---------------------------------------------------------------------------------

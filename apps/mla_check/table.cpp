@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <sstream>
+#include <utility>
 
 namespace mla::app {
 
@@ -100,15 +101,24 @@ void print_table(std::FILE* out, const std::vector<ScenarioResult>& results, Tab
 
 void print_summary(std::FILE* out, const RunReport& report, const std::string& report_path) {
   std::map<Verdict, int> checks;
-  int scenarios_failed = 0;
-  for (const auto& s : report.scenarios) {
-    if (is_failure(s.verdict)) ++scenarios_failed;
+  for (const auto& s : report.scenarios)
     for (const auto& c : s.checks) ++checks[c.verdict];
-  }
+  // A scenario whose checks were all skipped is counted as skipped, with why, never as passed.
+  const ScenarioCounts n = count_scenarios(report);
+  std::vector<std::pair<std::string, int>> reasons(n.skipped_by_reason.begin(), n.skipped_by_reason.end());
+  std::stable_sort(reasons.begin(), reasons.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   std::ostringstream o;
-  o << to_string(run_verdict(report)) << ": " << report.scenarios.size() << " scenarios (" << scenarios_failed
-    << " failed), checks:";
-  for (const auto& [v, n] : checks) o << " " << n << " " << to_string(v);
+  o << to_string(run_verdict(report)) << ": " << report.scenarios.size() << " scenarios: " << n.passed << " passed, "
+    << n.skipped << " skipped";
+  if (reasons.size() == 1) {
+    o << " (" << reasons.front().first << ")";
+  } else if (!reasons.empty()) {
+    o << " (";
+    for (size_t i = 0; i < reasons.size(); ++i) o << (i ? ", " : "") << reasons[i].second << " " << reasons[i].first;
+    o << ")";
+  }
+  o << ", " << n.failed << " failed; checks:";
+  for (const auto& [v, count] : checks) o << " " << count << " " << to_string(v);
   o << " — backend " << report.provenance.backend << " (" << report.provenance.device << "), "
     << seconds(report.provenance.duration_s);
   if (!report.provenance.injection.empty()) o << ", injected " << report.provenance.injection;

@@ -123,6 +123,29 @@ Verdict run_verdict(const RunReport& r) {
   return aggregate(v);
 }
 
+std::string skip_group(const std::string& reason) {
+  static const std::string kTagged = "tagged ";
+  std::string g = reason.compare(0, kTagged.size(), kTagged) == 0 ? reason.substr(kTagged.size()) : reason;
+  const size_t colon = g.find(": ");
+  if (colon != std::string::npos) g.resize(colon);
+  return g.empty() ? "no reason given" : g;
+}
+
+ScenarioCounts count_scenarios(const RunReport& r) {
+  ScenarioCounts n;
+  for (const auto& s : r.scenarios) {
+    if (s.verdict == Verdict::kPass) {
+      ++n.passed;
+    } else if (s.verdict == Verdict::kSkip) {
+      ++n.skipped;
+      ++n.skipped_by_reason[skip_group(s.checks.empty() ? std::string() : s.checks.front().reason)];
+    } else {
+      ++n.failed;
+    }
+  }
+  return n;
+}
+
 std::string report_to_json(const RunReport& r) {
   const Provenance& p = r.provenance;
   json scenarios = json::array();
@@ -136,6 +159,7 @@ std::string report_to_json(const RunReport& r) {
     }
     if (!s.error.empty()) ++by_verdict["ERROR"];
   }
+  const ScenarioCounts counts = count_scenarios(r);
   json j = {
       {"schema", kReportSchema},
       {"provenance",
@@ -157,7 +181,11 @@ std::string report_to_json(const RunReport& r) {
        {{"verdict", to_string(run_verdict(r))},
         {"scenarios", r.scenarios.size()},
         {"checks", checks},
-        {"by_verdict", by_verdict}}},
+        {"by_verdict", by_verdict},
+        {"scenarios_passed", counts.passed},
+        {"scenarios_skipped", counts.skipped},
+        {"scenarios_failed", counts.failed},
+        {"skipped_by_reason", counts.skipped_by_reason}}},
       {"scenarios", scenarios},
   };
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";

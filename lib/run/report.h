@@ -44,6 +44,19 @@ const char* tool_git_revision();  // the git revision at configure time
 
 Verdict run_verdict(const RunReport& r);
 
+// The run in scenarios, as both summaries (mla-check's line, the report's "summary" block) tell
+// it: a scenario whose checks were all skipped is skipped, never passed.
+struct ScenarioCounts {
+  int passed = 0;   // verdict PASS
+  int skipped = 0;  // verdict SKIP (every check skipped)
+  int failed = 0;   // FAIL, NONFINITE, OOB or ERROR
+  std::map<std::string, int> skipped_by_reason;  // skip_group() of its first check's reason -> skipped scenarios
+};
+ScenarioCounts count_scenarios(const RunReport& r);
+// A skip reason's group: TAG for "tagged TAG: ..." (e.g. "gpu-only"), else the reason up to its
+// first ": "; "no reason given" for an empty one.
+std::string skip_group(const std::string& reason);
+
 std::string report_to_json(const RunReport& r);
 Status write_report_atomic(const std::string& path, const RunReport& r);
 // Whether write_report_atomic could write `path`, asked before a run instead of after it: the

@@ -334,3 +334,31 @@ def test_gpu_only_scenario_is_skipped_with_a_reason_on_the_host(tmp_path):
     (scen,) = load_report(out)["scenarios"]
     assert scen["verdict"] == "SKIP"
     assert all(c["verdict"] == "SKIP" and "gpu-only" in c["reason"] for c in scen["checks"])
+
+
+def summary_line(stdout):
+    (line,) = [l for l in stdout.splitlines() if " scenarios: " in l]
+    return line
+
+
+def test_summary_counts_a_gpu_only_scenario_on_the_host_as_skipped_not_passed(tmp_path):
+    out = tmp_path / "r.json"
+    r = run("--backend", "host", "--scenario", SMALL, "--scenario", "gpu_attn_mixed_small_k128", "--quiet",
+            "--report", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert summary_line(r.stdout).startswith("PASS: 2 scenarios: 1 passed, 1 skipped (gpu-only), 0 failed; checks: ")
+    summary = load_report(out)["summary"]
+    assert (summary["scenarios_passed"], summary["scenarios_skipped"], summary["scenarios_failed"]) == (1, 1, 0)
+    assert summary["skipped_by_reason"] == {"gpu-only": 1}
+
+
+def test_a_run_of_skipped_scenarios_only_reads_as_skipped():
+    r = run("--backend", "host", "--scenario", "gpu_attn_mixed_small_k128", "--quiet")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert summary_line(r.stdout).startswith("SKIP: 1 scenarios: 0 passed, 1 skipped (gpu-only), 0 failed; ")
+
+
+def test_summary_counts_a_failed_scenario_as_failed():
+    r = run("--backend", "host", "--scenario", SMALL, "--inject", "ignore-seq-starts", "--quiet")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert summary_line(r.stdout).startswith("FAIL: 1 scenarios: 0 passed, 0 skipped, 1 failed; ")

@@ -484,7 +484,13 @@ TEST_P(SparseSplitTest, SplitPlansAgreeWithUnsplit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Scales, SparseSplitTest, ::testing::Values(0.5f, 100.0f));
+INSTANTIATE_TEST_SUITE_P(Scales, SparseSplitTest, ::testing::Values(0.5f, 100.0f), [](const auto& p) {
+  std::string n = "scale" + std::to_string(p.param);  // "scale0.500000" -> "scale0_5"
+  n.erase(n.find_last_not_of('0') + 1);
+  if (n.back() == '.') n.pop_back();
+  for (auto& ch : n) if (ch == '.') ch = '_';
+  return n;
+});
 
 // A plan may also send a token's only item to a partial row (offsets [t, t + 1)); the combine
 // then copies it through.

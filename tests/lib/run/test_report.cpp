@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 namespace mla {
 namespace {
 
@@ -106,6 +108,69 @@ TEST(Report, RunVerdictIgnoresSkipsUnlessAllSkip) {
   EXPECT_EQ(run_verdict(r), Verdict::kPass);
   r.scenarios = {skip};
   EXPECT_EQ(run_verdict(r), Verdict::kSkip);
+}
+
+ScenarioResult with_checks(const std::string& name, const std::vector<std::pair<Verdict, std::string>>& checks) {
+  ScenarioResult s;
+  s.name = name;
+  for (const auto& [v, reason] : checks) {
+    CheckResult c;
+    c.id = c.check = "pack";
+    c.verdict = v;
+    c.reason = reason;
+    s.checks.push_back(c);
+  }
+  s.verdict = scenario_verdict(s);
+  return s;
+}
+
+// A scenario whose checks were all skipped is skipped (with its reason's group), not passed; one
+// that passed with some checks skipped is passed.
+TEST(Report, SummaryCountsAllSkippedScenariosAsSkippedWithTheirReason) {
+  const std::string gpu_only = "tagged gpu-only: too large for the host backend; run it with --backend cuda";
+  RunReport r;
+  r.scenarios = {
+      with_checks("all_pass", {{Verdict::kPass, ""}}),
+      with_checks("some_skipped", {{Verdict::kPass, ""}, {Verdict::kSkip, "no keys: the batch has no cached context"}}),
+      with_checks("gpu_a", {{Verdict::kSkip, gpu_only}, {Verdict::kSkip, gpu_only}}),
+      with_checks("gpu_b", {{Verdict::kSkip, gpu_only}}),
+      with_checks("no_keys", {{Verdict::kSkip, "no keys: the batch has no cached context"}}),
+      with_checks("failed", {{Verdict::kSkip, gpu_only}, {Verdict::kFail, "1 of 2 differ"}}),
+      with_checks("crashed", {}),
+  };
+  r.scenarios.back().error = "killed by signal 11";
+  r.scenarios.back().verdict = scenario_verdict(r.scenarios.back());
+
+  const ScenarioCounts n = count_scenarios(r);
+  EXPECT_EQ(n.passed, 2);
+  EXPECT_EQ(n.skipped, 3);
+  EXPECT_EQ(n.failed, 2);
+  const std::map<std::string, int> reasons = {{"gpu-only", 2}, {"no keys", 1}};
+  EXPECT_EQ(n.skipped_by_reason, reasons);
+
+  const nlohmann::json summary = nlohmann::json::parse(report_to_json(r)).at("summary");
+  EXPECT_EQ(summary.at("scenarios"), 7);
+  EXPECT_EQ(summary.at("scenarios_passed"), 2);
+  EXPECT_EQ(summary.at("scenarios_skipped"), 3);
+  EXPECT_EQ(summary.at("scenarios_failed"), 2);
+  EXPECT_EQ(summary.at("skipped_by_reason"), nlohmann::json({{"gpu-only", 2}, {"no keys", 1}}));
+  EXPECT_EQ(summary.at("verdict"), "ERROR");
+}
+
+TEST(Report, SummaryOfARunWithoutSkipsHasAnEmptyReasonObject) {
+  RunReport r;
+  r.scenarios = {with_checks("all_pass", {{Verdict::kPass, ""}})};
+  const nlohmann::json summary = nlohmann::json::parse(report_to_json(r)).at("summary");
+  EXPECT_EQ(summary.at("scenarios_skipped"), 0);
+  EXPECT_TRUE(summary.at("skipped_by_reason").is_object());
+  EXPECT_TRUE(summary.at("skipped_by_reason").empty());
+}
+
+TEST(Report, SkipGroupIsTheTagOrTheReasonsHead) {
+  EXPECT_EQ(skip_group("tagged gpu-only: too large for the host backend"), "gpu-only");
+  EXPECT_EQ(skip_group("no keys: the batch has no cached context"), "no keys");
+  EXPECT_EQ(skip_group("the host backend has no such kernel"), "the host backend has no such kernel");
+  EXPECT_EQ(skip_group(""), "no reason given");
 }
 
 }  // namespace
