@@ -105,6 +105,9 @@ version_at_least() {  # A B: A >= B
 
 # --- C++ toolchain and libraries (required) -------------------------------------------------------
 packages=(g++ make libeigen3-dev libcli11-dev nlohmann-json3-dev libvalijson-dev libbenchmark-dev libgtest-dev googletest)
+# The Python adapter backend (optional in a build; CI requires it): the interpreter's embedding files,
+# pybind11, DLPack, and NumPy for host adapters.
+packages+=(python3-dev pybind11-dev libdlpack-dev python3-numpy)
 # cmake from apt unless the one on PATH is already recent enough (e.g. Kitware's, or a pip one).
 current_cmake="$(cmake_version)"
 if [ -z "$current_cmake" ] || ! version_at_least "$current_cmake" "$cmake_min"; then
