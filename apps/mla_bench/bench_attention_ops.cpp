@@ -242,7 +242,7 @@ class Prepared {
 
 class PreparedSparse final : public Prepared {
  public:
-  DeviceBuffer q_nope, q_pe, indices, cache, out_lat, lse;
+  DeviceBuffer q, indices, cache, out_lat, lse;  // q [T, H, 576]
   std::unique_ptr<BufferSet> plan_buffers;  // the work partition (attach_plan)
   SparseMqaParams params;
   Status run(Backend& backend) override { return backend.sparse_mqa(params); }
@@ -313,24 +313,29 @@ Status prepare_sparse(Backend& b, const SparseMqaShape& sh, std::unique_ptr<Prep
     check_alloc(p->cache.upload(b, cache));
   }
   {
-    std::vector<bf16_t> q(static_cast<size_t>(T * H * DsMlaEntry::kNopeDims));
-    fill_uniform_bf16(q, rng, 1.0f);
-    check_alloc(p->q_nope.upload(b, q));
-    q.assign(static_cast<size_t>(T * H * DsMlaEntry::kRopeDims), 0);
-    fill_uniform_bf16(q, rng, 1.0f);
-    check_alloc(p->q_pe.upload(b, q));
+    // The absorbed query as engines hold it, [T, H, 576] (the NoPE part, then the RoPE part of
+    // each head): the params' two parts are views of it, so an adapter gets it without a copy.
+    std::vector<bf16_t> nope(static_cast<size_t>(T * H * kDc)), rope(static_cast<size_t>(T * H * kDr));
+    fill_uniform_bf16(nope, rng, 1.0f);
+    fill_uniform_bf16(rope, rng, 1.0f);
+    std::vector<bf16_t> q(static_cast<size_t>(T * H * kDl));
+    for (int64_t th = 0; th < T * H; ++th) {
+      std::copy_n(&nope[static_cast<size_t>(th * kDc)], kDc, &q[static_cast<size_t>(th * kDl)]);
+      std::copy_n(&rope[static_cast<size_t>(th * kDr)], kDr, &q[static_cast<size_t>(th * kDl + kDc)]);
+    }
+    check_alloc(p->q.upload(b, q));
   }
   check_alloc(p->indices.upload(b, slots));
   check_alloc(p->out_lat.allocate(b, static_cast<size_t>(T * H * DsMlaEntry::kNopeDims) * sizeof(bf16_t)));
   check_alloc(p->lse.allocate(b, static_cast<size_t>(T * H) * sizeof(float)));
 
   SparseMqaParams& m = p->params;
-  m.q_nope_lat = p->q_nope.as<bf16_t>();
-  m.q_nope_token_stride = int64_t{H} * DsMlaEntry::kNopeDims;
-  m.q_nope_head_stride = DsMlaEntry::kNopeDims;
-  m.q_pe = p->q_pe.as<bf16_t>();
-  m.q_pe_token_stride = int64_t{H} * DsMlaEntry::kRopeDims;
-  m.q_pe_head_stride = DsMlaEntry::kRopeDims;
+  m.q_nope_lat = p->q.as<bf16_t>();
+  m.q_nope_token_stride = int64_t{H} * kDl;
+  m.q_nope_head_stride = kDl;
+  m.q_pe = p->q.as<bf16_t>() + kDc;
+  m.q_pe_token_stride = int64_t{H} * kDl;
+  m.q_pe_head_stride = kDl;
   m.num_tokens = T;
   m.num_heads = H;
   m.indices = p->indices.as<int32_t>();

@@ -21,6 +21,12 @@ bool build_and_warm_up(benchmark::State& st, int* runtime_errors, const std::fun
   }
   if (status.ok()) status = warm_up();
   if (status.ok()) return true;
+  // A backend without the operation, or an adapter that declares the shape unsupported, is a
+  // skip with its reason, not a runtime error.
+  if (status.is_unsupported()) {
+    st.SkipWithError(("unsupported: " + status.message()).c_str());
+    return false;
+  }
   ++*runtime_errors;
   st.SkipWithError(("setup or first run failed: " + status.message()).c_str());
   return false;
