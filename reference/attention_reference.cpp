@@ -1,4 +1,4 @@
-// The independent attention reference (SPEC.md 4, 5), in double. See attention_reference.h for
+// The independent attention reference (docs/semantics.md §4, 5), in double. See attention_reference.h for
 // the contracts. Heads are handled as strided row-major views of the [rows, H, width] containers.
 #include "reference/attention_reference.h"
 

@@ -1,9 +1,9 @@
-// The independent attention reference (SPEC.md sections 4 and 5), in double, written from the
+// The independent attention reference (docs/semantics.md §4-§5), in double, written from the
 // definitions and sharing nothing with kernels/. Plain host containers in the API, every one
 // row-major and contiguous with its shape documented; Eigen inside.
 //
 // Numbers: bf16 inputs are decoded exactly (reference/cache_reference.h bf16_value), cache keys are
-// the exact values of dequant_entry (bf16 results of SPEC 1.2), everything after that is double.
+// the exact values of dequant_entry (bf16 results of docs/semantics.md §1.2), everything after that is double.
 // Softmax is evaluated max-subtracted: p_j = exp(s_j - m) / sum exp(s_i - m), lse = m + ln sum
 // exp(s_i - m) (natural log). A row that sees no key has out = 0 and lse = -inf (the identity of
 // the log-sum-exp merge; FlashMLA itself reports +inf there). A row whose scores contain a NaN or
@@ -15,7 +15,7 @@
 //
 // Errors: shapes that do not add up, non-monotonic cu_seqlens, a cache smaller than its geometry
 // and similar contract violations of the caller throw std::invalid_argument with a message naming
-// the function and the rule. Data-dependent invalidity that SPEC defines (an index outside the
+// the function and the rule. Data-dependent invalidity that docs/semantics.md defines (an index outside the
 // cache, -1 padding) is semantics, not an error.
 #pragma once
 
@@ -26,7 +26,7 @@
 
 namespace mla::ref {
 
-// Widths (SPEC 0) not already named by cache_reference.h (kNope = Dc = 512, kRope = Dr = 64,
+// Widths (docs/semantics.md §0) not already named by cache_reference.h (kNope = Dc = 512, kRope = Dr = 64,
 // kLatent = Dl = 576).
 inline constexpr int kHeadNope = 128;                 // Dn
 inline constexpr int kHeadValue = 128;                // Dv
@@ -44,7 +44,7 @@ struct AttentionResult {
 // Exact values of bf16 bit patterns, element by element (same length as bits).
 std::vector<double> bf16_to_double(const std::vector<uint16_t>& bits);
 
-// The dequantized 576-wide cache entries (SPEC 1.2) of `slots`, as exact doubles: [n, 576] with
+// The dequantized 576-wide cache entries (docs/semantics.md §1.2) of `slots`, as exact doubles: [n, 576] with
 // n = slots.size(). Slot s lives in block s / B at offset s % B (byte block * page_stride +
 // offset * 656). Throws when a slot is outside [0, num_blocks * block_size).
 std::vector<double> dequant_slots(const std::vector<uint8_t>& cache, const CacheGeometry& geo,
@@ -54,7 +54,7 @@ std::vector<double> dequant_slots(const std::vector<uint8_t>& cache, const Cache
 // positive whole number of heads.
 int32_t heads_of_weights(const std::vector<uint16_t>& w, const char* who);
 
-// --- SPEC 4.1: sparse MQA in latent space ("absorbed") ----------------------------------------
+// --- docs/semantics.md §4.1: sparse MQA in latent space ("absorbed") ----------------------------------------
 
 // q_lat[t,h] = [ W_UK[h]^T q_nope[t,h] (512), q_pe[t,h] (64) ]:
 //   q_lat[t,h,c]       = sum_d W_UK[h][d][c] * q_nope[t,h,d]   for c < 512,
@@ -81,7 +81,7 @@ AttentionResult sparse_mqa(const std::vector<double>& q_lat, int32_t num_heads, 
 // w_uv. Returns double [T, H, 128].
 std::vector<double> project_out(const std::vector<double>& out_lat, const std::vector<uint16_t>& w_uv);
 
-// --- SPEC 4.2: dense MHA ("compute-friendly") -------------------------------------------------
+// --- docs/semantics.md §4.2: dense MHA ("compute-friendly") -------------------------------------------------
 
 struct UpProjected {
   std::vector<double> k;  // [N, H, 192]: [ W_UK[h] kv_c[n] (128), k_pe[n] (64, the same for all heads) ]
@@ -109,7 +109,7 @@ AttentionResult dense_mha(const std::vector<double>& q, const std::vector<double
 
 // --- LSE merges --------------------------------------------------------------------------------
 
-// SPEC 4.2 merge of two partial attentions over the same rows (a row = one (token, head) pair).
+// docs/semantics.md §4.2 merge of two partial attentions over the same rows (a row = one (token, head) pair).
 // NaN and +inf LSEs are treated as -inf (the "no key" markers of other conventions). With
 // m = max(a, b): out = (e^{a-m} out_a + e^{b-m} out_b) / (e^{a-m} + e^{b-m}), lse = m + ln(e^{a-m} +
 // e^{b-m}); a side whose LSE is -inf contributes nothing (its out is not read, so a poisoned out
@@ -118,13 +118,13 @@ AttentionResult dense_mha(const std::vector<double>& q, const std::vector<double
 AttentionResult merge_lse(const std::vector<double>& out_a, const std::vector<double>& lse_a,
                           const std::vector<double>& out_b, const std::vector<double>& lse_b, int32_t width);
 
-// SPEC 5 merge of any number of partial attentions over the same rows (the DCP merge):
+// docs/semantics.md §5 merge of any number of partial attentions over the same rows (the DCP merge):
 // L = logsumexp_r(lse_r), out = sum_r exp(lse_r - L) out_r, NaN/+inf LSEs treated as -inf; a part
 // whose LSE is -inf contributes nothing. Every part -inf: out = 0, lse = -inf. parts: at least one,
 // each out [rows, width] and lse [rows] with the same rows.
 AttentionResult merge_many(const std::vector<AttentionResult>& parts, int32_t width);
 
-// --- SPEC 3/5: decode context parallelism -------------------------------------------------------
+// --- docs/semantics.md §3/5: decode context parallelism -------------------------------------------------------
 
 // Owner rank of request-local position pos (>= 0): (pos / interleave) % world.
 int32_t dcp_owner(int64_t pos, int32_t world, int32_t interleave);
@@ -147,7 +147,7 @@ struct DcpResult {
   std::vector<AttentionResult> per_rank;  // rank rho: out_lat [T, H, 512], lse [T, H] over its owned positions
   AttentionResult merged;                 // merge_many(per_rank, 512)
 };
-// SPEC 5 for sparse MQA: every rank rho attends, with all heads, over the selected positions it
+// docs/semantics.md §5 for sparse MQA: every rank rho attends, with all heads, over the selected positions it
 // owns (converted with ref::convert's DCP rules: owned -> rank-local position -> its block table;
 // non-owned or invalid -> skipped), then the parts are merged. A rank owning none of a token's
 // positions gives 0, -inf for it. The merged result equals sparse_mqa over the single-rank cache.

@@ -1,4 +1,4 @@
-// The independent reference for the cache path (SPEC.md sections 1-3).
+// The independent reference for the cache path (docs/semantics.md §1-§3).
 //
 // Everything here is computed from the definitions, arithmetically in double: a format's value is
 // sign * significand * 2^exponent assembled with std::ldexp, and rounding to a format is "scale the
@@ -8,7 +8,7 @@
 // Contract violations of the caller (sizes that do not match, a non-monotonic workspace_starts, a
 // cache smaller than its geometry) throw std::invalid_argument: the reference refuses rather than
 // guesses. Data-dependent invalidity (bad slots, bad block-table entries, bad positions) is part of
-// the semantics and handled as SPEC says (skip, NaN row, -1).
+// the semantics and handled as docs/semantics.md says (skip, NaN row, -1).
 #include "reference/cache_reference.h"
 
 #include <Eigen/Core>
@@ -268,7 +268,7 @@ std::array<uint16_t, kLatent> dequant_entry(const uint8_t* entry) {
   return out;
 }
 
-// --- Pack (SPEC 1.1) ---------------------------------------------------------------------------
+// --- Pack (docs/semantics.md §1.1) ---------------------------------------------------------------------------
 
 void pack(const std::vector<uint16_t>& kv_c, const std::vector<uint16_t>& k_pe,
           const std::vector<int64_t>& slot_mapping, const CacheGeometry& geo, std::vector<uint8_t>& cache,
@@ -317,7 +317,7 @@ void pack(const std::vector<uint16_t>& kv_c, const std::vector<uint16_t>& k_pe,
   for (auto& t : workers) t.join();
 }
 
-// --- Gather (SPEC 2) ---------------------------------------------------------------------------
+// --- Gather (docs/semantics.md §2) ---------------------------------------------------------------------------
 
 std::vector<uint16_t> gather(const std::vector<uint8_t>& cache, const CacheGeometry& geo, const BlockTable& bt,
                              const std::vector<int32_t>& workspace_starts,
@@ -350,7 +350,7 @@ std::vector<uint16_t> gather(const std::vector<uint8_t>& cache, const CacheGeome
   return dst;
 }
 
-// --- Conversion (SPEC 3) -----------------------------------------------------------------------
+// --- Conversion (docs/semantics.md §3) -----------------------------------------------------------------------
 namespace {
 
 // Slot of request-local position `pos` through block-table row r; -1 when invalid.
@@ -376,7 +376,7 @@ ConvertOutputs convert(const ConvertInputs& in) {
   require(in.topk >= 0, "convert: topk < 0");
   require(in.block_size >= 1, "convert: block_size must be >= 1");
   const size_t n = in.req_id.size();
-  // SPEC 6 failure mode 1: req_id and indices must describe the same rows.
+  // docs/semantics.md §6 failure mode 1: req_id and indices must describe the same rows.
   require(in.indices.size() == n * static_cast<size_t>(in.topk),
           "convert: indices size != req_id.size() * topk (req_id must be sliced to the rows of indices)");
   require(!in.prefill_req || in.prefill_req->size() == n, "convert: prefill_req size != req_id size");
@@ -416,7 +416,7 @@ ConvertOutputs convert(const ConvertInputs& in) {
   return result;
 }
 
-// --- Layout rules (SPEC 1) ---------------------------------------------------------------------
+// --- Layout rules (docs/semantics.md §1) ---------------------------------------------------------------------
 
 std::optional<std::string> canonical_sparse_cache_dtype(const std::string& dtype) {
   if (dtype == "fp8" || dtype == "fp8_e4m3" || dtype == "fp8_ds_mla") return std::string("fp8_ds_mla");

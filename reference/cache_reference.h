@@ -1,4 +1,4 @@
-// The independent reference for the cache path (SPEC.md sections 1-3), in double where arithmetic
+// The independent reference for the cache path (docs/semantics.md §1-§3), in double where arithmetic
 // happens, sharing no code with kernels/: its own FP8 and bf16 rules, its own index math. It takes
 // and returns plain host containers so that it can disagree with any backend.
 #pragma once
@@ -31,10 +31,10 @@ struct CacheGeometry {
   int64_t bytes() const { return num_blocks * page_stride_bytes; }
 };
 
-// One token -> its 656 bytes (SPEC 1.1): per-128 tile scale max(amax / 448, FLT_MIN) in fp32,
+// One token -> its 656 bytes (docs/semantics.md §1.1): per-128 tile scale max(amax / 448, FLT_MIN) in fp32,
 // e4m3(x / scale) with the division rounded to fp32, RoPE bits copied.
 std::array<uint8_t, kEntryBytes> quantize_entry(const uint16_t* kv_c /*512*/, const uint16_t* k_pe /*64*/);
-// 656 bytes -> 576 bf16 (SPEC 1.2): bf16_rne(f32(e4m3) * scale) and RoPE copied.
+// 656 bytes -> 576 bf16 (docs/semantics.md §1.2): bf16_rne(f32(e4m3) * scale) and RoPE copied.
 std::array<uint16_t, kLatent> dequant_entry(const uint8_t* entry);
 
 // Pack N tokens into `cache` (already sized geometry.bytes()): slot < 0 or >= capacity skipped;
@@ -57,14 +57,14 @@ struct BlockTable {
   int32_t at(int32_t r, int64_t c) const { return data[static_cast<size_t>(r * stride + c)]; }
 };
 
-// SPEC 2 gather: returns [num_rows, 576] bf16 bits. Rows whose source is invalid (before ws[0],
+// docs/semantics.md §2 gather: returns [num_rows, 576] bf16 bits. Rows whose source is invalid (before ws[0],
 // negative position, logical block >= width, physical block < 0 or >= num_blocks) are bf16 quiet
 // NaN 0x7FC0 in every element.
 std::vector<uint16_t> gather(const std::vector<uint8_t>& cache, const CacheGeometry& geo, const BlockTable& bt,
                              const std::vector<int32_t>& workspace_starts,
                              const std::optional<std::vector<int32_t>>& seq_starts, int64_t num_rows);
 
-// SPEC 3 conversion.
+// docs/semantics.md §3 conversion.
 struct ConvertInputs {
   std::vector<int32_t> req_id;   // [N]
   std::vector<int32_t> indices;  // [N, topk] contiguous
@@ -81,7 +81,7 @@ struct ConvertOutputs {
 };
 ConvertOutputs convert(const ConvertInputs& in);
 
-// --- Layout rules (SPEC 1) ---------------------------------------------------------------------
+// --- Layout rules (docs/semantics.md §1) ---------------------------------------------------------------------
 // Canonical cache dtype for the sparse backend: "fp8" and "fp8_e4m3" -> "fp8_ds_mla"; "auto" and
 // "bf16" -> "auto"; "fp8_ds_mla" stays. Unknown -> std::nullopt.
 std::optional<std::string> canonical_sparse_cache_dtype(const std::string& dtype);

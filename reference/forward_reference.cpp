@@ -1,4 +1,4 @@
-// The whole attention step (SPEC.md 4.3, 4.4) in double. See forward_reference.h for the contract.
+// The whole attention step (docs/semantics.md §4.3, 4.4) in double. See forward_reference.h for the contract.
 #include "reference/forward_reference.h"
 
 #include <algorithm>

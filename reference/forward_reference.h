@@ -1,4 +1,4 @@
-// The whole attention step of a mixed batch (SPEC.md 4.3, 4.4), in double: routing, the sparse
+// The whole attention step of a mixed batch (docs/semantics.md §4.3, 4.4), in double: routing, the sparse
 // route (absorb -> sparse MQA over the dequantized cache -> output projection) and the dense route
 // (up-projected K/V, context unmasked + new tokens bottom-right causal). Independent of kernels/.
 #pragma once
@@ -13,17 +13,17 @@ namespace mla::ref {
 
 enum class Route : uint8_t { kSparse, kDense };
 
-// Where the dense route takes the K/V of the request's new tokens from (SPEC 4.3: the two routes
+// Where the dense route takes the K/V of the request's new tokens from (docs/semantics.md §4.3: the two routes
 // agree to rounding with kFromCache and to FP8-quantization level with kBf16).
 enum class NewTokenKv {
   kBf16,       // this step's bf16 kv_c / k_pe (what the backend does)
   kFromCache,  // the dequantized cache entries the new tokens were packed into
 };
 
-// SPEC 4.4: prefills (requests [num_decodes, R), every one of them, whatever its query length) go
+// docs/semantics.md §4.4: prefills (requests [num_decodes, R), every one of them, whatever its query length) go
 // to dense MHA iff every prefill's seq_len <= topk and not force_sparse. Vacuously true without
 // prefills. Decodes always go sparse.
-// SPEC 4.4's split, the reference's own: the decodes are the leading requests whose query length
+// docs/semantics.md §4.4's split, the reference's own: the decodes are the leading requests whose query length
 // is in [1, threshold] and equal to the first request's (a request with 0 new tokens is not a
 // decode and ends the run).
 int32_t count_decode_requests(const std::vector<int32_t>& query_len, int32_t threshold);
@@ -31,7 +31,7 @@ int32_t count_decode_requests(const std::vector<int32_t>& query_len, int32_t thr
 bool prefills_go_dense(const std::vector<int32_t>& seq_len, int32_t num_decodes, int32_t topk, bool force_sparse);
 
 struct ForwardInputs {
-  // Batch (SPEC 0): R requests in order, decodes first. context_len[r] = seq_len[r] - query_len[r].
+  // Batch (docs/semantics.md §0): R requests in order, decodes first. context_len[r] = seq_len[r] - query_len[r].
   std::vector<int32_t> seq_len;    // [R], >= query_len[r]
   std::vector<int32_t> query_len;  // [R], >= 0
   int32_t num_decodes = 0;         // requests [0, num_decodes) are decodes
@@ -52,7 +52,7 @@ struct ForwardInputs {
   std::vector<uint16_t> kv_c;  // [sum seq_len, 512]
   std::vector<uint16_t> k_pe;  // [sum seq_len, 64]
 
-  // The cache as attention reads it (new tokens already packed, SPEC 4.4) lives in the `cache`
+  // The cache as attention reads it (new tokens already packed, docs/semantics.md §4.4) lives in the `cache`
   // argument of forward(); position p of request r is slot block_table[r][p / B] * B + p % B.
   CacheGeometry geometry;
   BlockTable block_table;  // num_reqs >= R

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-# The fp8_ds_mla entry (SPEC.md section 1); mla-bench --dump's manifest "layout" block must agree.
+# The fp8_ds_mla entry (docs/semantics.md §1); mla-bench --dump's manifest "layout" block must agree.
 ENTRY_BYTES = 656
 NOPE_DIMS = 512
 TILE_DIMS = 128

@@ -1,4 +1,4 @@
-// Registration of the attention benchmarks (SPEC 4) with Google Benchmark, through the Backend
+// Registration of the attention benchmarks (docs/semantics.md §4) with Google Benchmark, through the Backend
 // interface, for any backend that has the attention operations:
 //   sparse_mqa/batch:B/q:Q/H:H/K:K/seq:L  one Backend::sparse_mqa call over T = B x Q query tokens,
 //                                         with its work partition from plan_sparse_mqa (lib/);
@@ -38,7 +38,7 @@
 
 namespace mla::bench {
 
-// FLOP models (SPEC 4). Sparse MQA: per query token, head and top-k slot (every one of the K
+// FLOP models (docs/semantics.md §4). Sparse MQA: per query token, head and top-k slot (every one of the K
 // slots, valid or not), a 576-wide score dot product and a 512-wide P.V update. Dense MHA: per
 // attended (query, key) pair and head, a 192-wide score and a 128-wide P.V update.
 inline constexpr int64_t kSparseFlopsPerSlot = 2 * (576 + 512);   // x heads
@@ -99,7 +99,7 @@ struct DenseMhaSeqlens {
 DenseMhaSeqlens dense_mha_seqlens(const DenseMhaShape& s);
 AttentionCost dense_mha_cost(const DenseMhaShape& s);
 
-// The forward step's FLOP model, from the batch alone: the routing rule of SPEC 4.4
+// The forward step's FLOP model, from the batch alone: the routing rule of docs/semantics.md §4.4
 // (count_decodes, prefills_fit_topk) and, per route,
 //   sparse tokens: 2 H K 1088 (attention) + 2 H 128 512 (absorption, W_UK^T q_nope)
 //                  + 2 H 512 128 (W_UV out_lat);

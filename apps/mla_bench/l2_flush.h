@@ -15,8 +15,8 @@
 // scripts/peer_timing.py runs the same spin through torch.cuda._sleep (a one-thread clock64 spin
 // too) with the count mla-bench's JSON names, so that both tools leave the GPU about the same idle
 // time before each call; at the power cap that idle time changes the clock the call then runs at
-// (docs/benchmarks.md). Measured on an H200 (docs/performance.md, twenty-first session): the
-// PyTorch peer needs 48-92 us from the flush's launch to SDPA's return, the flush takes 37 us.
+// (docs/benchmarks.md). On an H200 the PyTorch peer needs 48-92 us from the flush's launch to SDPA's
+// return, and the flush takes 37 us.
 #pragma once
 
 #include <cstddef>

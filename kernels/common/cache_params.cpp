@@ -105,10 +105,10 @@ Status ConvertParams::validate() const {
   MLA_RETURN_IF_ERROR(require_non_negative(what, "num_tokens", num_tokens));
   MLA_RETURN_IF_ERROR(require_non_negative(what, "indices_rows", indices_rows));
   if (num_tokens != indices_rows) {
-    // SPEC 6.1: a launch sized by the full-batch req_id over a decode-sized output writes
+    // docs/semantics.md §6.1: a launch sized by the full-batch req_id over a decode-sized output writes
     // (num_tokens - indices_rows) * topk int32 past the end of `out`.
     return fail(what, ": req_id has ", num_tokens, " rows but indices has ", indices_rows,
-                " rows (req_id length vs indices rows mismatch, the out-of-bounds bug of SPEC 6.1;"
+                " rows (req_id length vs indices rows mismatch, the out-of-bounds bug of docs/semantics.md §6.1;"
                 " req_id must be sliced to the rows of indices)");
   }
   if (topk < 1) return fail(what, ": topk is ", topk, " (must be >= 1)");

@@ -26,7 +26,7 @@ struct PagedCacheView {
   Status validate(const char* what) const;
 };
 
-// SPEC 1.1. Writes entry slot_mapping[i] from kv_c[i] and k_pe[i]; slot < 0 skips the token; a
+// docs/semantics.md §1.1. Writes entry slot_mapping[i] from kv_c[i] and k_pe[i]; slot < 0 skips the token; a
 // slot >= num_blocks * block_size is also skipped (never written out of bounds).
 struct PackParams {
   const bf16_t* kv_c = nullptr;     // [num_tokens, kv_c_row_stride], first 512 used
@@ -40,7 +40,7 @@ struct PackParams {
   Status validate() const;
 };
 
-// SPEC 2. dst[o] = dequant(entry at position p of request r), r = largest request with
+// docs/semantics.md §2. dst[o] = dequant(entry at position p of request r), r = largest request with
 // workspace_starts[r] <= o, p = o - workspace_starts[r] + (seq_starts ? seq_starts[r] : 0).
 // Rows whose source is invalid (o < workspace_starts[0], p < 0, p / B >= block_table_width, a
 // negative or >= num_blocks physical block) are written as bf16 quiet NaN (0x7FC0), never read
@@ -62,7 +62,7 @@ struct GatherParams {
 
 // The gather of the plain "fp8" cache dtype: each token is entry_stride_bytes wide and its first
 // 576 bytes are FP8 E4M3 scaled by one global scale. Reading a fp8_ds_mla cache through it
-// (entry_stride_bytes = 656) is failure mode 2 of SPEC 6; the harness uses it only for
+// (entry_stride_bytes = 656) is failure mode 2 of docs/semantics.md §6; the harness uses it only for
 // --inject flat-fp8-gather. Same row mapping and invalid-row rule as GatherParams.
 struct FlatFp8GatherParams {
   GatherParams base;                 // cache.page_stride_bytes, block table, starts, dst
@@ -72,7 +72,7 @@ struct FlatFp8GatherParams {
   Status validate() const;
 };
 
-// SPEC 3. out[t][j] = block_table[req_id[t]][tok / B] * B + tok % B for tok = indices[t][j], or -1
+// docs/semantics.md §3. out[t][j] = block_table[req_id[t]][tok / B] * B + tok % B for tok = indices[t][j], or -1
 // when invalid. Row count is indices_rows; the launch covers num_tokens rows of req_id, and
 // validate() refuses num_tokens != indices_rows (failure mode 1). A req_id outside [0, num_reqs)
 // makes its whole row invalid.

@@ -1,4 +1,4 @@
-// Index arithmetic shared by the host and CUDA backends (SPEC.md sections 2 and 3).
+// Index arithmetic shared by the host and CUDA backends (docs/semantics.md §2-§3).
 // Every function is total: out-of-range inputs give a defined "invalid" answer, never an
 // out-of-bounds address. The reference (reference/) implements the same rules independently.
 #pragma once

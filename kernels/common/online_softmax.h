@@ -55,11 +55,11 @@ struct OnlineSoftmaxRow {
   MLA_HD float lse() const { return l == 0.0f ? -INFINITY : m + logf(l); }
 };
 
-// SPEC 4.2 / 5: an LSE that is NaN or +inf is treated as -inf (the "no key" marker of other
+// docs/semantics.md §4.2 / 5: an LSE that is NaN or +inf is treated as -inf (the "no key" marker of other
 // conventions) when merging partial attentions produced by different calls.
 MLA_HD float lse_sanitize(float lse) { return (lse != lse || lse == INFINITY) ? -INFINITY : lse; }
 
-// Weights of a two-way LSE merge (SPEC 4.2) of already sanitized LSEs a and b: with
+// Weights of a two-way LSE merge (docs/semantics.md §4.2) of already sanitized LSEs a and b: with
 // m = max(a, b), wa = exp(a - m), wb = exp(b - m), merged lse = m + ln(wa + wb). Returns false
 // when both are -inf (the caller keeps out_a and writes lse = -inf). A side with weight 0
 // contributes nothing: callers must skip it rather than multiply (its out may hold anything).

@@ -1,4 +1,4 @@
-// x / scale without a division per element, for the fp8_ds_mla pack (SPEC 1.1): the CUDA pack
+// x / scale without a division per element, for the fp8_ds_mla pack (docs/semantics.md §1.1): the CUDA pack
 // (kernels/cuda/cache/pack.cu) divides every element of a 128-element tile by the tile's scale,
 // and must produce the bytes the host's IEEE division produces (kernels/host/host_pack.cpp).
 //

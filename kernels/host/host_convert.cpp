@@ -1,4 +1,4 @@
-// Host top-k index conversion (SPEC 3): request-local token positions -> global cache slots (or
+// Host top-k index conversion (docs/semantics.md §3): request-local token positions -> global cache slots (or
 // prefill-workspace rows), -1 for anything invalid, columns in place, optional valid counts.
 // One work item per (row, column) element as on the GPU; no memory is read through a value that
 // was not bounds-checked first (req_id, the block-table column, prefill_req).

@@ -1,4 +1,4 @@
-// Host gathers (SPEC 2): output row -> request -> position -> block table -> cache entry, then
+// Host gathers (docs/semantics.md §2): output row -> request -> position -> block table -> cache entry, then
 // either the fp8_ds_mla dequantization or the flat-FP8 misreading (failure mode 2, on purpose).
 // Rows with an invalid source are written as bf16 quiet NaN; no byte outside the cache, the
 // block table or the starts is read for any values they hold.
@@ -21,7 +21,7 @@ void fill_invalid_row(bf16_t* row) {
   for (int e = 0; e < DsMlaEntry::kLatentDims; ++e) row[e] = kBf16QuietNaN;
 }
 
-// SPEC 1.2: element e < 512 is bf16_rne(f32(e4m3) * scale[e / 128]), one fp32 multiply; the
+// docs/semantics.md §1.2: element e < 512 is bf16_rne(f32(e4m3) * scale[e / 128]), one fp32 multiply; the
 // RoPE elements are the stored bf16 bits.
 void dequant_entry(const uint8_t* entry, bf16_t* row) {
   for (int t = 0; t < DsMlaEntry::kNumTiles; ++t) {

@@ -1,4 +1,4 @@
-// Host batched GEMM (the projections of SPEC 4): C[b] = A[b] op(B[b]), bf16 in, fp32 accumulate,
+// Host batched GEMM (the projections of docs/semantics.md §4): C[b] = A[b] op(B[b]), bf16 in, fp32 accumulate,
 // bf16 out. Single-threaded; the inner loop runs over contiguous columns of C so the compiler
 // vectorises it without reassociating any sum.
 //

@@ -13,17 +13,17 @@
 
 namespace mla::host {
 
-// SPEC 1.1, one work item per token. Tokens whose slot is < 0 or >= num_slots are skipped.
+// docs/semantics.md §1.1, one work item per token. Tokens whose slot is < 0 or >= num_slots are skipped.
 // Duplicate slots: the last token wins here; on the GPU the winner is unspecified.
 void pack(const PackParams& p);
 
-// SPEC 2 (dequantizing gather), one work item per output row. num_rows == 0 does nothing.
+// docs/semantics.md §2 (dequantizing gather), one work item per output row. num_rows == 0 does nothing.
 void gather(const GatherParams& p);
 
-// The flat-FP8 reader (failure mode 2 of SPEC 6, on purpose), one work item per output row.
+// The flat-FP8 reader (failure mode 2 of docs/semantics.md §6, on purpose), one work item per output row.
 void gather_flat_fp8(const FlatFp8GatherParams& p);
 
-// SPEC 3, one work item per (row, column) element, then valid_count per row.
+// docs/semantics.md §3, one work item per (row, column) element, then valid_count per row.
 void convert(const ConvertParams& p);
 
 // Byte offset, from the cache base, of the entry that feeds gather output row `row`, or -1 when
@@ -33,7 +33,7 @@ void convert(const ConvertParams& p);
 // gathers so their row mapping cannot drift apart.
 int64_t gather_source_offset(const GatherParams& p, int64_t row, int64_t entry_stride_bytes);
 
-// --- Attention (SPEC 4). Precision contract of attention_params.h: bf16 operands widened to
+// --- Attention (docs/semantics.md §4). Precision contract of attention_params.h: bf16 operands widened to
 // fp32, fp32 accumulation, softmax in fp32 with exp(), P rounded to bf16 for P.V, outputs
 // rounded to bf16 once. Column tiles of kAttentionTile keys, as the CUDA kernels use (dense MHA's
 // `wgmma` kernel: 128, dense_mha's softmax_keys).
@@ -45,22 +45,22 @@ inline constexpr int kAttentionTile = 64;
 // k = 0, 1, ... in fp32, then is rounded to bf16.
 void gemm(const GemmParams& p);
 
-// SPEC 4.1 over the work items of p.metadata, then the combine of split tokens. The metadata is
+// docs/semantics.md §4.1 over the work items of p.metadata, then the combine of split tokens. The metadata is
 // trusted (item.token, item.partial and split_offsets are not bounded: failure mode 4 must show
 // as out-of-bounds accesses the guards catch); the column range is clipped to [0, topk) and an
 // index outside [0, num_slots) is skipped without reading the cache.
 void sparse_mqa(const SparseMqaParams& p);
 
-// SPEC 4.2 attention of one varlen batch (bottom-right causal or unmasked), sized by the host
+// docs/semantics.md §4.2 attention of one varlen batch (bottom-right causal or unmasked), sized by the host
 // copies of cu_seqlens. One online-softmax step per `softmax_keys` keys (values below 1 act as 1),
 // from key 0: the host backend, and the `simple` and `tc` CUDA kernels, use kAttentionTile; the
 // Hopper `wgmma` kernel 128 (dense_wgmma::kSoftmaxStepKeys). The same softmax, to rounding: p in
 // fp32 against another running max, its bf16 rounding, the rescale factors and l's grouping;
-// both match the double reference at SPEC 8's tolerances, and a kernel's tests compare it with its
+// both match the double reference at docs/semantics.md §8's tolerances, and a kernel's tests compare it with its
 // own step size.
 void dense_mha(const DenseMhaParams& p, int softmax_keys = kAttentionTile);
 
-// SPEC 4.2 LSE merge, row by row (out may alias out_a or out_b, lse may alias lse_a or lse_b).
+// docs/semantics.md §4.2 LSE merge, row by row (out may alias out_a or out_b, lse may alias lse_a or lse_b).
 void merge(const MergeParams& p);
 
 // fp32 dot product of n values with a fixed accumulation order: 8 interleaved partial sums

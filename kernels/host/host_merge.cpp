@@ -1,4 +1,4 @@
-// Host LSE merge (SPEC 4.2), row by row in fp32. NaN and +inf LSEs are treated as -inf. With
+// Host LSE merge (docs/semantics.md §4.2), row by row in fp32. NaN and +inf LSEs are treated as -inf. With
 // m = max(lse_a, lse_b), wa = exp(lse_a - m), wb = exp(lse_b - m):
 // out = bf16((wa a + wb b) / (wa + wb)), lse = m + ln(wa + wb); a side whose weight is 0 adds
 // nothing (its values are not used, so a poisoned or NaN row there does not leak). Both -inf:

@@ -1,4 +1,4 @@
-// Host pack (SPEC 1.1): bf16 kv_c / k_pe rows -> 656-byte fp8_ds_mla entries.
+// Host pack (docs/semantics.md §1.1): bf16 kv_c / k_pe rows -> 656-byte fp8_ds_mla entries.
 // Arithmetic is fp32 exactly as the CUDA kernel does it: amax of |x| per 128-tile, scale =
 // max(amax / 448, FLT_MIN) by a true division, byte = e4m3(x / scale) by a true division (a
 // reciprocal multiply would round differently). Must not be built with -ffast-math.

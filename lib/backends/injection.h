@@ -1,4 +1,4 @@
-// Failure injection (DESIGN.md): --inject NAME reproduces a known failure mode of SPEC.md
+// Failure injection (DESIGN.md): --inject NAME reproduces a known failure mode of docs/semantics.md
 // section 6 inside the pipeline, so the harness can prove it catches each one.
 #pragma once
 
@@ -10,12 +10,12 @@ namespace mla {
 
 enum class Injection {
   kNone,
-  kUnboundedConvert,  // SPEC 6.1: converter launched over the full-batch req_id, decode-sized output
-  kFlatFp8Gather,     // SPEC 6.2: dense-path gather reads the packed cache as flat FP8
-  kIgnoreSeqStarts,   // SPEC 6.3: gather ignores seq_starts
-  kPageSize576,       // SPEC 6.5: cache view sized by 576 bytes per token over 656-byte pages
-  kFullBatchMetadata, // SPEC 6.4: sparse scheduler metadata built for the full batch, q holds the decodes
-  kSplitMismatch,     // SPEC 6.7: decode/prefill split computed two ways that disagree
+  kUnboundedConvert,  // docs/semantics.md §6.1: converter launched over the full-batch req_id, decode-sized output
+  kFlatFp8Gather,     // docs/semantics.md §6.2: dense-path gather reads the packed cache as flat FP8
+  kIgnoreSeqStarts,   // docs/semantics.md §6.3: gather ignores seq_starts
+  kPageSize576,       // docs/semantics.md §6.5: cache view sized by 576 bytes per token over 656-byte pages
+  kFullBatchMetadata, // docs/semantics.md §6.4: sparse scheduler metadata built for the full batch, q holds the decodes
+  kSplitMismatch,     // docs/semantics.md §6.7: decode/prefill split computed two ways that disagree
 };
 
 struct InjectionInfo {

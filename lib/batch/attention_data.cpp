@@ -22,7 +22,7 @@ AttentionData make_attention_data(const Scenario& s, const Batch& b, const Cache
   const int64_t T = b.num_tokens;
   d.heads = H;
   d.topk = K;
-  // Weights ~ N(0, 0.1^2); queries uniform in [-1, 1] (SPEC 8's test data).
+  // Weights ~ N(0, 0.1^2); queries uniform in [-1, 1] (docs/semantics.md §8's test data).
   Rng wr = Rng(s.seed).fork(kStreamWeights);
   d.w_uk.resize(static_cast<size_t>(H) * kDn * kDc);
   d.w_uv.resize(static_cast<size_t>(H) * kDv * kDc);

@@ -15,7 +15,7 @@ inline constexpr uint64_t kRngStreamBatchGeneration = 1;  // "batch": {"generate
 inline constexpr uint64_t kRngStreamPageOrder = 2;        // "page_order": "shuffled"
 inline constexpr uint64_t kRngStreamFirstFree = 10;
 
-// Batch: decodes first, then prefills (SPEC 0). Always explicit after loading.
+// Batch: decodes first, then prefills (docs/semantics.md §0). Always explicit after loading.
 struct BatchSpec {
   std::vector<int32_t> seq_lens;
   std::vector<int32_t> query_lens;

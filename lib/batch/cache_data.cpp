@@ -10,7 +10,7 @@ namespace {
 // Streams of the scenario seed used by the cache path (fixed numbers: changing one changes data).
 constexpr uint64_t kStreamLatent = 11;
 
-// Values like the model's latent: N(0, 0.1^2) (SPEC 8), with special tiles that exercise the
+// Values like the model's latent: N(0, 0.1^2) (docs/semantics.md §8), with special tiles that exercise the
 // quantizer: an all-zero tile (scale falls back to FLT_MIN), a tile so small that amax / 448 is
 // below FLT_MIN, and (edge_tiles) a tile of magnitude ~100, which attention data must not carry:
 // it turns every softmax into a one-hot of logits ~50 that no model produces.

@@ -1,5 +1,5 @@
 // Top-k index generation: the request-local positions a causal indexer could pick for a token,
-// and the adversarial invalid entries written over them (SPEC 3, 6).
+// and the adversarial invalid entries written over them (docs/semantics.md §3, 6).
 #pragma once
 
 #include <cstdint>

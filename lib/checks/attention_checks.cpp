@@ -1,4 +1,4 @@
-// Attention checks (SPEC 4, 5, 8): each kernel alone against the reference (sparse_mqa,
+// Attention checks (docs/semantics.md §4, 5, 8): each kernel alone against the reference (sparse_mqa,
 // dense_mha), the whole mixed-batch forward against the reference (forward), the two routes
 // against each other (equivalence), N simulated decode-context-parallel ranks merged against one
 // rank (dcp), and two runs bit for bit (determinism).
@@ -233,7 +233,7 @@ std::vector<CheckResult> run_dense_mha_check(const AttentionCheckContext& ctx) {
       const int64_t tq = std::accumulate(q_lens.begin(), q_lens.end(), int64_t{0});
       const int64_t tk = std::accumulate(k_lens.begin(), k_lens.end(), int64_t{0});
       if (tk == 0) return skip("", "", "no keys: the batch has no cached context");
-      // Inputs distributed as the dense route sees them (SPEC 8's data): queries uniform in
+      // Inputs distributed as the dense route sees them (docs/semantics.md §8's data): queries uniform in
       // [-1, 1]; K/V the up-projection W kv_c of a latent ~ N(0, 0.1^2) with weights ~ N(0, 0.1^2),
       // i.e. ~ N(0, (0.1 * 0.1 * sqrt(512))^2); RoPE keys as the cache's, ~ N(0, 0.5^2).
       Rng rng = Rng(ctx.scenario.seed).fork(kStreamKernelInputs + (causal ? 1 : 2));
@@ -350,7 +350,7 @@ std::vector<CheckResult> run_equivalence_check(const AttentionCheckContext& ctx)
     return {skip("equivalence", "equivalence",
                  has_prefill ? "a prefill is longer than top-k: the batch has no dense route to compare"
                              : "the batch has no prefill")};
-  // Prefill rows of the forced-sparse run against the dense run, two ways (SPEC 4.3).
+  // Prefill rows of the forced-sparse run against the dense run, two ways (docs/semantics.md §4.3).
   const int64_t first = b.num_decode_tokens;
   const int64_t width = int64_t{ctx.data.heads} * kDv;
   auto prefill_rows = [&](const std::vector<uint16_t>& v) {

@@ -1,4 +1,4 @@
-// What every check receives, and the check functions of the cache path (SPEC 1-3, 6).
+// What every check receives, and the check functions of the cache path (docs/semantics.md §1-§3, 6).
 #pragma once
 
 #include <cstdint>

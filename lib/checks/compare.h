@@ -23,7 +23,7 @@ Metrics compare_bytes_exact(const std::vector<uint8_t>& ref, const std::vector<u
 // Integers (converted indices, valid counts).
 Metrics compare_int32_exact(const std::vector<int32_t>& ref, const std::vector<int32_t>& got);
 
-// Tolerance comparison (SPEC 8): an element passes when |got - ref| <= abs OR
+// Tolerance comparison (docs/semantics.md §8): an element passes when |got - ref| <= abs OR
 // |got - ref| <= rel * |ref|; the global cosine difference 1 - 2 sum(a r) / sum(a^2 + r^2) must be
 // <= cos (over finite pairs); NaN/inf positions must match (a mismatch there is NONFINITE).
 Metrics compare_tolerance(const std::vector<double>& ref, const std::vector<double>& got, const Tolerance& tol);

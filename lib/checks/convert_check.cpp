@@ -1,4 +1,4 @@
-// Check "convert" (SPEC 3): top-k indices (request-local positions a causal indexer could pick,
+// Check "convert" (docs/semantics.md §3): top-k indices (request-local positions a causal indexer could pick,
 // -1 padded, with the scenario's invalid mix written over them) converted to global slots (or
 // prefill-workspace rows, or per DCP rank); output and valid counts must equal the reference
 // exactly. Rows of indices are the decode tokens (prefills went dense) or all tokens; req_id is

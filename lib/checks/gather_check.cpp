@@ -1,4 +1,4 @@
-// Check "gather" (SPEC 2): for each resolved gather case of the scenario (explicit starts, and
+// Check "gather" (docs/semantics.md §2): for each resolved gather case of the scenario (explicit starts, and
 // chunked-context cases: every request's chunk i from i * chunk_rows, as dense prefill gathers its
 // context; the forward pipeline's own workspace-derived chunks are covered end to end by the
 // "forward" check), the backend gathers + upconverts from the reference's

@@ -1,5 +1,5 @@
 // The KV-cache spec a sparse-MLA backend derives for one layer: canonical cache dtype, bytes per
-// token, page size, and the view laid over a page pool (SPEC 1; failure mode 6.5). This is the
+// token, page size, and the view laid over a page pool (docs/semantics.md §1; failure mode 6.5). This is the
 // production-side rule the "layout" check holds against the reference's own.
 #pragma once
 

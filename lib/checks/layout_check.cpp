@@ -1,4 +1,4 @@
-// Check "layout" (SPEC 1, failure mode 6.5): bytes per token of every cache dtype, the canonical
+// Check "layout" (docs/semantics.md §1, failure mode 6.5): bytes per token of every cache dtype, the canonical
 // dtype of the sparse backend, the page size at the scenario's block size, and whether the pool
 // view covers the pages it is laid over — the production rules (lib/kv_cache_spec) against the
 // reference's. Backend-independent.

@@ -1,4 +1,4 @@
-// Check "pack" (SPEC 1.1): the backend writes every token of the batch into a NaN-filled cache;
+// Check "pack" (docs/semantics.md §1.1): the backend writes every token of the batch into a NaN-filled cache;
 // the whole cache must equal the reference's bytes, skipped tokens (slot -1, slot past the pool)
 // and unused slots and page padding untouched.
 #include "kernels/common/ds_mla_entry.h"

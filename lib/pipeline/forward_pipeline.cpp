@@ -10,7 +10,7 @@ namespace mla {
 
 namespace {
 
-// C[h] = A[h] * op(W[h]) over the heads: the three projections of SPEC 4 are all of this shape.
+// C[h] = A[h] * op(W[h]) over the heads: the three projections of docs/semantics.md §4 are all of this shape.
 void gemm_heads(Backend& be, const bf16_t* a, int64_t lda, int64_t stride_a, const bf16_t* w, bool transpose_w,
                 bf16_t* c, int64_t ldc, int64_t stride_c, int64_t m, int64_t n, int64_t k, int32_t heads) {
   if (m == 0) return;

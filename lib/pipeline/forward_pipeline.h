@@ -1,4 +1,4 @@
-// The mixed-batch forward step (SPEC 4.4), written once against the Backend interface so that the
+// The mixed-batch forward step (docs/semantics.md §4.4), written once against the Backend interface so that the
 // host backend exercises exactly the orchestration that runs on the GPU:
 //   1. split decodes / prefills (uniform decode query length <= threshold);
 //   2. pack the new tokens' kv_c / k_pe into the cache;
@@ -47,7 +47,7 @@ struct ForwardResult {
 // way of computing the split that failure mode 7 lets disagree with count_decodes().
 int32_t count_decodes_nonuniform(const std::vector<int32_t>& query_lens, int32_t threshold);
 
-// SPEC 4.4: true when every prefill (request >= num_decodes) has seq_len <= topk.
+// docs/semantics.md §4.4: true when every prefill (request >= num_decodes) has seq_len <= topk.
 bool prefills_fit_topk(const Batch& b, int32_t num_decodes, int32_t topk);
 
 ForwardResult run_forward(Backend& backend, BufferSet& bufs, const Batch& b, const AttentionData& d,

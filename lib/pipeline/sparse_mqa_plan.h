@@ -1,4 +1,4 @@
-// The sparse-MQA work partition ("scheduler metadata", SPEC 4.1): which thread-block-sized work
+// The sparse-MQA work partition ("scheduler metadata", docs/semantics.md §4.1): which thread-block-sized work
 // items cover which top-k columns of which token, and where split partials go for the combine.
 // Built on the host for exactly the tokens passed to the kernel — the decode subset when prefills
 // went dense (building it for the full batch was failure mode 4).

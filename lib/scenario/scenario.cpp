@@ -539,7 +539,7 @@ void check_sizes(const Scenario& s, int64_t pool) {
     tokens += s.batch.query_lens[r];
   }
   const int64_t width = widest + s.block_table.extra_columns;
-  // Top-k indices are int32 (SPEC 3) and address tokens up to the table's width * B, and the
+  // Top-k indices are int32 (docs/semantics.md §3) and address tokens up to the table's width * B, and the
   // past_table invalid values up to 4 blocks beyond it.
   if (static_cast<long double>(width + 4) * B - 1 > INT32_MAX)
     fail("/block_table/extra_columns", "the block table's " + std::to_string(width) + " columns (+ 4) of " +
@@ -606,7 +606,7 @@ void check_scenario(const Scenario& s) {
   if (s.cache.num_blocks > 0 && s.cache.num_blocks < needed)
     fail("/cache/num_blocks", std::to_string(s.cache.num_blocks) + " blocks cannot hold the batch: it needs " +
                                   std::to_string(needed) + " blocks of " + std::to_string(B) + " tokens");
-  // Converted indices and slot mappings are int32 (SPEC 3): every slot of the pool must fit.
+  // Converted indices and slot mappings are int32 (docs/semantics.md §3): every slot of the pool must fit.
   if (pool * B > INT32_MAX)
     fail(s.cache.num_blocks > 0 ? "/cache/num_blocks" : "/batch",
          "the pool of " + std::to_string(pool) + " blocks of " + std::to_string(B) +

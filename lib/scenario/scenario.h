@@ -25,15 +25,15 @@ std::optional<PageOrder> page_order_from_string(const std::string& s);
 
 // The checks a scenario can ask for (DESIGN.md).
 enum class CheckKind {
-  kPack, kGather, kConvert, kLayout,                            // cache path (SPEC 1-3)
-  kSparseMqa, kDenseMha, kForward, kEquivalence, kDcp, kDeterminism,  // attention (SPEC 4-5)
+  kPack, kGather, kConvert, kLayout,                            // cache path (docs/semantics.md §1-§3)
+  kSparseMqa, kDenseMha, kForward, kEquivalence, kDcp, kDeterminism,  // attention (docs/semantics.md §4-§5)
 };
 inline constexpr CheckKind kLastCheckKind = CheckKind::kDeterminism;  // for iterating over all
 const char* to_string(CheckKind k);
 std::optional<CheckKind> check_kind_from_string(const std::string& s);
 // Every check's name, in enum order, joined with ", " (for error messages).
 std::string check_kind_names();
-bool is_attention_check(CheckKind k);  // SPEC 4-5 (the others are the cache path's)
+bool is_attention_check(CheckKind k);  // docs/semantics.md §4-§5 (the others are the cache path's)
 
 struct ModelDims {
   int32_t heads = 128;       // H on this rank
@@ -55,7 +55,7 @@ struct BlockTableConfig {
   int32_t stride_padding = 0;  // row stride = width + stride_padding
 };
 
-// One gather call (SPEC 2): explicit starts over the batch's requests, or the chunked-context
+// One gather call (docs/semantics.md §2): explicit starts over the batch's requests, or the chunked-context
 // gathers of dense prefill (one call per chunk, every request's chunk i starting at i * chunk_rows).
 struct GatherCase {
   std::string name;
@@ -85,7 +85,7 @@ struct ConvertCase {
   int32_t dcp_interleave = 1;
 };
 
-// Attention settings (SPEC 4, 5, 8). Tolerance defaults are SPEC 8's starting points; the forward
+// Attention settings (docs/semantics.md §4, 5, 8). Tolerance defaults are docs/semantics.md §8's starting points; the forward
 // and equivalence defaults are derived in docs/scenarios.md.
 struct AttentionTolerances {
   Tolerance sparse_mqa{1e-3, 2.01 / 128, 5e-6};

@@ -1,4 +1,4 @@
-// An element-wise and global tolerance (SPEC 8): an element passes when |got - ref| <= abs OR
+// An element-wise and global tolerance (docs/semantics.md §8): an element passes when |got - ref| <= abs OR
 // |got - ref| <= rel * |ref|; the cosine difference 1 - 2 sum(a r) / sum(a^2 + r^2) over the whole
 // output must be <= cos (cos < 0: not checked).
 #pragma once

@@ -104,7 +104,7 @@ TEST(CacheParams, PagedCacheView) {
   c.block_size = 0;
   EXPECT_TRUE(FailsWith(c.validate("X.cache"), {"block_size", ">= 1"}));
   c = valid_cache(s);
-  c.page_stride_bytes = 2 * 576;  // sized by the head size (SPEC 6.5)
+  c.page_stride_bytes = 2 * 576;  // sized by the head size (docs/semantics.md §6.5)
   EXPECT_TRUE(FailsWith(c.validate("X.cache"), {"page_stride_bytes", "1152", "1312"}));
   c = valid_cache(s);
   c.page_stride_bytes = 2 * 656 + 8;

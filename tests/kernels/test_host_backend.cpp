@@ -313,7 +313,7 @@ TEST_F(HostBackendTest, GatherRowsBeforeFirstStartAndNegativePositionsAreInvalid
   GatherFixture f;
   for (int64_t s = 0; s < 12; ++s) f.write_entry(s);
   const std::vector<int32_t> bt = {1, 0, 2};
-  const std::vector<int32_t> ws = {2};  // ws[0] > 0 (SPEC 6.6)
+  const std::vector<int32_t> ws = {2};  // ws[0] > 0 (docs/semantics.md §6.6)
   const std::vector<int32_t> ss = {-1};
   constexpr int64_t kRows = 5;
   Guarded<bf16_t> dst(kRows * 576, 0x1234, 0xA5A5);
@@ -401,7 +401,7 @@ TEST_F(HostBackendTest, FlatFp8GatherReadsFirst576BytesWithGlobalScale) {
   const std::vector<int32_t> bt = {1, 0};  // one request: logical 0 -> block 1, 1 -> block 0
   const std::vector<int32_t> ws = {0};
   const std::vector<int32_t> ss = {1};
-  for (int entry_stride : {kEntry, 576}) {  // the ds_mla stride, and the head-size stride (SPEC 6.5)
+  for (int entry_stride : {kEntry, 576}) {  // the ds_mla stride, and the head-size stride (docs/semantics.md §6.5)
     Guarded<bf16_t> dst(4 * 576, 0x1234, 0xA5A5);
     mla::FlatFp8GatherParams p;
     p.base.cache = {cache.data(), kNumBlocks, kBlockSize, kPageStride};

@@ -1,6 +1,6 @@
 // Tests of the attention reference (reference/attention_reference.h, reference/forward_reference.h).
 // Expected values are worked by hand in the comments, or come from an identity that holds in exact
-// arithmetic between two different computations (SPEC 4.3: absorbed sparse MQA == up-projected dense
+// arithmetic between two different computations (docs/semantics.md §4.3: absorbed sparse MQA == up-projected dense
 // MHA; LSE merge of a partition == attention over the union; DCP merge == single rank). Nothing is
 // taken from the code under test. Test data is bf16 by construction (truncated float bits) and
 // decoded in the tests with the CPU's own float conversion.
@@ -580,7 +580,7 @@ struct IdentityCase {
   std::vector<int32_t> slots() const { return slots_of(p, 0, positions); }
 };
 
-// SPEC 4.3: with every visible position selected and every key from the cache, the absorbed sparse
+// docs/semantics.md §4.3: with every visible position selected and every key from the cache, the absorbed sparse
 // route and the up-projected dense route compute the same function.
 TEST(Identity, SparseMqaOverAllVisibleEqualsDenseMhaOnUpProjectedKv) {
   const IdentityCase c(11);
@@ -641,7 +641,7 @@ TEST(Identity, MergeManyOverAPartitionEqualsWhole) {
   expect_close(m.lse, whole.lse, 1e-12, "lse");
 }
 
-// SPEC 4.2 backend decomposition: context part (unmasked) + new part (bottom-right causal among the
+// docs/semantics.md §4.2 backend decomposition: context part (unmasked) + new part (bottom-right causal among the
 // new tokens), merged by LSE == one causal softmax over context + new.
 TEST(Identity, DenseContextPlusCausalNewMergedEqualsCausalUnion) {
   const IdentityCase c(14);
@@ -748,7 +748,7 @@ TEST(Dcp, MergedRanksEqualSingleRank) {
   EXPECT_GT(std::fabs(dcp.per_rank[0].lse[0] - single.lse[0]), 1e-6);
 }
 
-// ================================ Forward (routing, SPEC 4.3, 4.4) ==============================
+// ================================ Forward (routing, docs/semantics.md §4.3, 4.4) ==============================
 
 TEST(Forward, PrefillsGoDenseRule) {
   EXPECT_TRUE(prefills_go_dense({100, 16, 16}, 1, 16, false));   // the decode's length does not count
@@ -774,7 +774,7 @@ struct ForwardCase {
     in.num_heads = 2;
     in.topk = K;
     in.scale = 1.0 / std::sqrt(192.0);
-    p = pack_requests(in.seq_len, 4, rng);  // every position packed (new tokens too: SPEC 4.4)
+    p = pack_requests(in.seq_len, 4, rng);  // every position packed (new tokens too: docs/semantics.md §4.4)
     cache = p.cache;
     in.geometry = p.geo;
     in.block_table = p.bt;
@@ -823,7 +823,7 @@ TEST(Forward, RoutesPerSpec) {
   for (size_t t = 0; t < 11; ++t) EXPECT_EQ(out.route[t], Route::kSparse) << t;
 }
 
-// SPEC 4.3 end to end: with new tokens read from the cache and top-k covering every visible
+// docs/semantics.md §4.3 end to end: with new tokens read from the cache and top-k covering every visible
 // position, the dense and the sparse routes agree to double rounding.
 TEST(Forward, DenseFromCacheEqualsForcedSparse) {
   ForwardCase c(16, 32);

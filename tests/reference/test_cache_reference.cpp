@@ -619,7 +619,7 @@ TEST(Convert, BlockTableFormulaAndInvalidEntries) {
 }
 
 TEST(Convert, RefusesReqIdLongerThanIndices) {
-  // SPEC 6 failure mode 1: req_id covers the whole batch, indices only the decode rows.
+  // docs/semantics.md §6 failure mode 1: req_id covers the whole batch, indices only the decode rows.
   const BlockTable bt = make_table({{0}, {1}}, 1, 1, 0);
   EXPECT_THROW(convert(base_convert({0, 0, 1}, {0, 1, 2, 3}, 2, bt, 4)), std::invalid_argument);
   EXPECT_NO_THROW(convert(base_convert({0, 0}, {0, 1, 2, 3}, 2, bt, 4)));
@@ -728,7 +728,7 @@ TEST(Layout, BytesPerToken) {
   EXPECT_EQ(bytes_per_token("nonsense"), 0);
   EXPECT_EQ(page_bytes("fp8_ds_mla", 64), 41984);
   EXPECT_EQ(page_bytes("auto", 64), 73728);
-  // SPEC 6 failure mode 5: a view sized by the head size does not cover a fp8_ds_mla page.
+  // docs/semantics.md §6 failure mode 5: a view sized by the head size does not cover a fp8_ds_mla page.
   EXPECT_NE(page_bytes("fp8", 64), page_bytes("fp8_ds_mla", 64));
 }
 

@@ -1,6 +1,6 @@
 // Each failure injection of the cache path, run through the real pipeline on the host backend,
 // must end in its expected verdict on its expected check; without injection the same scenario
-// passes. This is the harness proving it catches SPEC.md section 6.
+// passes. This is the harness proving it catches docs/semantics.md §6.
 #include <gtest/gtest.h>
 
 #include "lib/backends/injection.h"

@@ -44,7 +44,7 @@ TEST(CountDecodes, MultiTokenThreshold) {
 }
 
 TEST(CountDecodes, NonUniformLeadingLengths) {
-  // Only the leading run of the first request's length counts (SPEC 4.4, failure mode 7).
+  // Only the leading run of the first request's length counts (docs/semantics.md §4.4, failure mode 7).
   EXPECT_EQ(count_decodes({2, 1, 1}, 2), 1);
   EXPECT_EQ(count_decodes({1, 2, 2}, 2), 1);
   EXPECT_EQ(count_decodes({1, 1, 2, 1}, 2), 2);
