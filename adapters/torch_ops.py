@@ -113,7 +113,9 @@ def sparse_mqa(q, cache, indices, out, lse, scale, tokens, heads, topk, **_):
     valid = (slots >= 0) & (slots < capacity)
     flat = cache.view(-1, ENTRY) if cache.is_contiguous() else cache.reshape(-1, ENTRY)
     rows = _dequantize(flat.index_select(0, slots.clamp(0, capacity - 1).reshape(-1))).view(tokens, topk, LATENT)
-    scores = torch.bmm(_bf16(q), rows.transpose(1, 2)).float() * scale            # [T, H, K]
+    rows = rows.masked_fill(~valid.unsqueeze(-1), 0.0)    # an invalid slot's bytes (NaN) never reach P V
+    # Scores in fp32 (the contract: fp32 accumulation, no bf16 rounding of S).
+    scores = torch.bmm(_bf16(q).float(), rows.float().transpose(1, 2)) * scale     # [T, H, K]
     scores = scores.masked_fill(~valid.unsqueeze(1), float("-inf"))
     l = torch.logsumexp(scores, dim=-1)
     p = torch.exp(scores - l.unsqueeze(-1)).nan_to_num_(0.0)
