@@ -151,8 +151,7 @@ def load_json(path: Path, role: str) -> dict[str, Any]:
         raise BadInput(f"{role} file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as error:
         raise BadInput(f"cannot read {role} file {path}: {error}") from None
-    if text.startswith("\ufeff"):
-        raise BadInput(f"{role} file {path} is not valid JSON: it starts with a byte order mark (JSON has none)")
+    text = text.removeprefix("\ufeff")  # a byte order mark is skipped, as mla-check and mla-bench skip it
     try:
         document = json.loads(text, parse_constant=reject_constant, object_pairs_hook=reject_duplicate_keys)
     except json.JSONDecodeError as error:
@@ -950,9 +949,8 @@ exit codes
   {EXIT_REGRESSION}  reports: a regression
   {EXIT_PERF_REGRESSION}  benchmark files: a regression (slower beyond noise, errored in NEW, missing in NEW)
   {EXIT_BAD_INVOCATION}  bad invocation: missing or unreadable file (a directory, FIFO or device is not read,
-     nor a file over {MAX_INPUT_BYTES >> 20} MiB), invalid JSON (NaN and Infinity literals, a byte order mark and a
-     key given twice in one object included: the tools write none of them), --json naming BASE or
-     NEW, schema mismatch, a
+     nor a file over {MAX_INPUT_BYTES >> 20} MiB), invalid JSON (NaN and Infinity literals and a key given twice in
+     one object included: the tools write neither), --json naming BASE or NEW, schema mismatch, a
      report compared with a benchmark file, a malformed document (e.g. a compared metric that is
      not a number or null, a time <= 0, two aggregates of one kind for a benchmark, a benchmark
      file without results), a bad option

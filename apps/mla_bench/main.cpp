@@ -313,7 +313,8 @@ int run(int argc, char** argv) {
   {
     const bool capped = backend->native_device().kind == NativeDevice::Kind::kHost && options.host_caps;
     size_t matching = 0, matching_capped = 0;
-    for (const auto& shape : shapes_json(sweep)["shapes"]) {
+    const nlohmann::ordered_json shapes = shapes_json(sweep);
+    for (const auto& shape : shapes.at("shapes")) {
       if (bm_flags.filter && !filter_matches(*bm_flags.filter, shape["run_name"].get<std::string>())) continue;
       ++matching;
       if (capped && shape["host_capped"].get<bool>()) ++matching_capped;
@@ -323,7 +324,7 @@ int run(int argc, char** argv) {
       std::fprintf(stderr,
                    "mla-bench:%s matches none of the %zu benchmarks of sweep '%s' (their names: mla-bench --sweep %s "
                    "--list-shapes)\n",
-                   filter.empty() ? " the sweep" : filter.c_str(), static_cast<size_t>(shapes_json(sweep)["shapes"].size()),
+                   filter.empty() ? " the sweep" : filter.c_str(), shapes.at("shapes").size(),
                    sweep.name.c_str(), sweep_name(opt).c_str());
       return kExitUsage;
     }
