@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,10 @@ class Backend {
   // Memory. allocate() returns memory aligned to at least 256 bytes.
   virtual Status allocate(std::size_t bytes, void** ptr) = 0;
   virtual void release(void* ptr) = 0;
+  // Bytes allocate() can still hand out where the backend can tell (a CUDA device's free memory),
+  // read before a run to refuse a scenario that cannot fit; nullopt where it cannot tell (the host
+  // backend's allocations are host memory, which lib/run reads from /proc/meminfo).
+  virtual std::optional<std::size_t> free_memory() const { return std::nullopt; }
   virtual Status copy_to_device(void* dst, const void* src, std::size_t bytes) = 0;
   virtual Status copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
   virtual Status synchronize() = 0;

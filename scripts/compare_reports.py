@@ -46,6 +46,10 @@ TIME_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 DETAIL_WIDTH = 96  # the table truncates longer details; --json keeps them whole
 
+# Larger files are refused unread: a whole-suite report or a sweep's benchmark output is a few MB,
+# and json.loads of a multi-GB file would need several times that in memory.
+MAX_INPUT_BYTES = 64 << 20
+
 
 class BadInput(Exception):
     """Anything that makes the comparison impossible; ends the run with EXIT_BAD_INVOCATION."""
@@ -117,6 +121,16 @@ def reject_constant(name: str) -> Any:
     raise ValueError(f"non-standard literal {name} (JSON has no NaN or infinities)")
 
 
+def reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json.loads' hook for objects: a key given twice would silently keep only the last value."""
+    document: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in document:
+            raise ValueError(f"key {key!r} given twice in one object")
+        document[key] = value
+    return document
+
+
 def load_json(path: Path, role: str) -> dict[str, Any]:
     # Only regular files: a FIFO would block the read forever, a device might never end.
     try:
@@ -128,20 +142,24 @@ def load_json(path: Path, role: str) -> dict[str, Any]:
     if not stat.S_ISREG(mode):
         kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
         raise BadInput(f"{role} file {path} is {kind}")
+    size = path.stat().st_size
+    if size > MAX_INPUT_BYTES:
+        raise BadInput(f"{role} file {path} is {size} bytes; files to compare are at most {MAX_INPUT_BYTES} bytes")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise BadInput(f"{role} file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as error:
         raise BadInput(f"cannot read {role} file {path}: {error}") from None
+    text = text.removeprefix("\ufeff")  # a byte order mark is skipped, as mla-check and mla-bench skip it
     try:
-        document = json.loads(text, parse_constant=reject_constant)
+        document = json.loads(text, parse_constant=reject_constant, object_pairs_hook=reject_duplicate_keys)
     except json.JSONDecodeError as error:
         raise BadInput(
             f"{role} file {path} is not valid JSON: {error.msg} "
             f"(line {error.lineno}, column {error.colno})"
         ) from None
-    except (ValueError, RecursionError) as error:  # literals above, integers past 4300 digits, deep nesting
+    except (ValueError, RecursionError) as error:  # literals, duplicate keys, integers past 4300 digits, deep nesting
         raise BadInput(f"{role} file {path} is not usable JSON: {str(error) or type(error).__name__}") from None
     if not isinstance(document, dict):
         raise BadInput(f"{role} file {path} does not hold a JSON object")
@@ -241,13 +259,20 @@ def parse_verdict(value: Any, where: str) -> str:
 
 
 def parse_check(raw: Any, where: str) -> Check:
+    """where: "FILE: at /scenarios/I/checks/J"."""
     if not isinstance(raw, dict):
         raise BadInput(f"{where}: a check must be a JSON object")
     check_id = require(raw, "id", str, where)
-    where = f"{where} (check {check_id!r})"
     metrics = raw.get("metrics") or {}
     if not isinstance(metrics, dict):
-        raise BadInput(f"{where}: \"metrics\" must be an object")
+        raise BadInput(f"{where}/metrics (check {check_id!r}): \"metrics\" must be an object")
+    # Every metric that is compared is checked here, where the file and its place are known.
+    for name in metrics:
+        if name in ZERO_EXPECTED_COUNTERS:
+            metric_count(metrics, name, f"{where}/metrics/{name} (check {check_id!r})")
+        elif is_drift_metric(name):
+            metric_number(metrics, name, f"{where}/metrics/{name} (check {check_id!r})")
+    where = f"{where} (check {check_id!r})"
     return Check(
         id=check_id,
         verdict=parse_verdict(raw.get("verdict"), where),
@@ -257,16 +282,17 @@ def parse_check(raw: Any, where: str) -> Check:
 
 
 def parse_scenario(raw: Any, where: str) -> Scenario:
+    """where: "FILE: at /scenarios/I"."""
     if not isinstance(raw, dict):
         raise BadInput(f"{where}: a scenario must be a JSON object")
     name = require(raw, "name", str, where)
-    where = f"{where} (scenario {name!r})"
     checks: dict[str, Check] = {}
-    for index, raw_check in enumerate(require(raw, "checks", list, where)):
-        check = parse_check(raw_check, f"{where}, checks[{index}]")
+    for index, raw_check in enumerate(require(raw, "checks", list, f"{where} (scenario {name!r})")):
+        check = parse_check(raw_check, f"{where}/checks/{index}")
         if check.id in checks:
-            raise BadInput(f"{where}: duplicate check id {check.id!r}")
+            raise BadInput(f"{where}/checks/{index}/id (scenario {name!r}): duplicate check id {check.id!r}")
         checks[check.id] = check
+    where = f"{where} (scenario {name!r})"
     return Scenario(
         name=name,
         verdict=parse_verdict(raw.get("verdict"), where),
@@ -279,9 +305,9 @@ def parse_report(document: dict[str, Any], role: str, path: Path) -> Report:
     where = f"{role} report {path}"
     scenarios: dict[str, Scenario] = {}
     for index, raw in enumerate(require(document, "scenarios", list, where)):
-        scenario = parse_scenario(raw, f"{where}: scenarios[{index}]")
+        scenario = parse_scenario(raw, f"{where}: at /scenarios/{index}")
         if scenario.name in scenarios:
-            raise BadInput(f"{where}: duplicate scenario name {scenario.name!r}")
+            raise BadInput(f"{where}: at /scenarios/{index}/name: duplicate scenario name {scenario.name!r}")
         scenarios[scenario.name] = scenario
     provenance = document.get("provenance")
     summary = document.get("summary")
@@ -518,6 +544,16 @@ class BenchFile:
     timings: dict[str, BenchTiming]  # by run_name, in file order
 
 
+# The JSON pointer of each benchmark entry grouped (by identity: the entries live as long as
+# their document), for messages about one entry.
+_ENTRY_POINTERS: dict[int, str] = {}
+
+
+def at_entry(where: str, entry: dict[str, Any]) -> str:
+    pointer = _ENTRY_POINTERS.get(id(entry))
+    return f"{where}: at {pointer} ({entry.get('name')!r})" if pointer else f"{where} {entry.get('name')!r}"
+
+
 def run_type(entry: dict[str, Any]) -> str:
     # Old Google Benchmark versions write no run_type; aggregates still carry aggregate_name.
     return entry.get("run_type") or ("aggregate" if "aggregate_name" in entry else "iteration")
@@ -544,7 +580,7 @@ def aggregates_by_kind(name: str, entries: list[dict[str, Any]], where: str) -> 
             continue
         kind = entry.get("aggregate_name")
         if not isinstance(kind, str):
-            raise BadInput(f"{where}: {entry['name']!r}: \"aggregate_name\" must be a string, not {kind!r}")
+            raise BadInput(f"{at_entry(where, entry)}: \"aggregate_name\" must be a string, not {kind!r}")
         if kind in aggregates:  # two runs of one name in one file: which to compare is unknown
             raise BadInput(f"{where}: benchmark {name!r} has two {kind!r} aggregates")
         aggregates[kind] = entry
@@ -572,12 +608,12 @@ def reduce_runs(name: str, entries: list[dict[str, Any]], where: str) -> BenchTi
     if errors:
         return BenchTiming(name, math.nan, math.nan, "error", error=str(errors[0]))
     rows, source = centre_rows(name, entries, where)
-    times = [real_time_ns(e, f"{where} {e['name']!r}") for e in rows]
+    times = [real_time_ns(e, at_entry(where, e)) for e in rows]
     center = sum(times) / len(times)
     aggregates = aggregates_by_kind(name, entries, where)
-    iterations = [real_time_ns(e, f"{where} {e['name']!r}") for e in entries if run_type(e) == "iteration"]
+    iterations = [real_time_ns(e, at_entry(where, e)) for e in entries if run_type(e) == "iteration"]
     if "stddev" in aggregates:
-        spread = real_time_ns(aggregates["stddev"], f"{where} {name!r} stddev", allow_zero=True)
+        spread = real_time_ns(aggregates["stddev"], at_entry(where, aggregates["stddev"]), allow_zero=True)
     elif len(iterations) >= 2:
         spread = (max(iterations) - min(iterations)) / 2.0
     else:
@@ -591,8 +627,9 @@ def group_benchmarks(document: dict[str, Any], where: str) -> dict[str, list[dic
     groups: dict[str, list[dict[str, Any]]] = {}
     for index, entry in enumerate(require(document, "benchmarks", list, where)):
         if not isinstance(entry, dict):
-            raise BadInput(f"{where}: benchmarks[{index}] is not an object")
-        name = require(entry, "name", str, f"{where}: benchmarks[{index}]")
+            raise BadInput(f"{where}: at /benchmarks/{index}: not an object")
+        name = require(entry, "name", str, f"{where}: at /benchmarks/{index}")
+        _ENTRY_POINTERS[id(entry)] = f"/benchmarks/{index}"
         run_name = entry.get("run_name")
         if not isinstance(run_name, str):
             # Old Google Benchmark output has no run_name: an aggregate is named NAME_<aggregate>.
@@ -911,8 +948,9 @@ exit codes
   {EXIT_OK}  no regression
   {EXIT_REGRESSION}  reports: a regression
   {EXIT_PERF_REGRESSION}  benchmark files: a regression (slower beyond noise, errored in NEW, missing in NEW)
-  {EXIT_BAD_INVOCATION}  bad invocation: missing or unreadable file (a directory, FIFO or device is not read),
-     invalid JSON (NaN and Infinity literals included: the tools write null), schema mismatch, a
+  {EXIT_BAD_INVOCATION}  bad invocation: missing or unreadable file (a directory, FIFO or device is not read,
+     nor a file over {MAX_INPUT_BYTES >> 20} MiB), invalid JSON (NaN and Infinity literals and a key given twice in
+     one object included: the tools write neither), --json naming BASE or NEW, schema mismatch, a
      report compared with a benchmark file, a malformed document (e.g. a compared metric that is
      not a number or null, a time <= 0, two aggregates of one kind for a benchmark, a benchmark
      file without results), a bad option
@@ -938,6 +976,12 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def output_path(text: str) -> Path:
+    if not text:
+        raise argparse.ArgumentTypeError("the file name is empty")
+    return Path(text)
+
+
 def build_parser() -> ArgumentParser:
     defaults = Options()
     parser = ArgumentParser(
@@ -948,7 +992,7 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument("base", metavar="BASE", type=Path, help="the reference file (e.g. from the main branch)")
     parser.add_argument("new", metavar="NEW", type=Path, help="the file under review")
-    parser.add_argument("--json", metavar="OUT", type=Path, help="also write the comparison as JSON to OUT")
+    parser.add_argument("--json", metavar="OUT", type=output_path, help="also write the comparison as JSON to OUT")
     parser.add_argument("--allow-missing", action="store_true",
                         help="a scenario, check or benchmark of BASE missing in NEW is a warning, "
                              "not a regression")
@@ -995,11 +1039,22 @@ def compare_files(base_path: Path, new_path: Path, options: Options) -> Comparis
     )
 
 
+def same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and a.samefile(b)
+    except OSError:
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     arguments = parser.parse_args(argv)
     options = options_from(arguments)
     try:
+        if arguments.json is not None:
+            for role, path in (("BASE", arguments.base), ("NEW", arguments.new)):
+                if same_file(arguments.json, path):
+                    raise BadInput(f"--json {arguments.json} is the {role} file (an input is never overwritten)")
         comparison = compare_files(arguments.base, arguments.new, options)
         if arguments.json:  # first: a failed write must not follow a printed verdict
             write_json_atomically(

@@ -12,14 +12,19 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <benchmark/benchmark.h>
 
 #include "apps/mla_bench/bench_attention_ops.h"
+#include "apps/mla_bench/benchmark_flags.h"
 #include "apps/mla_bench/bench_cache_ops.h"
 #include "apps/mla_bench/device_timer.h"
 #include "apps/mla_bench/dump.h"
@@ -50,48 +55,6 @@ constexpr const char* kBenchmarkFlagsHelp =
     "  --benchmark_report_aggregates_only=true|false   default: true (mean/median/stddev/cv)\n"
     "  --benchmark_min_time=T           default: the sweep's \"min_time_s\" of timed time per repetition\n"
     "  --benchmark_list_tests=true      list the benchmark names and exit\n";
-
-// True when argv or the environment gives Google Benchmark flag `name` (benchmark also reads
-// flags from BENCHMARK_<NAME> environment variables).
-bool benchmark_flag_given(int argc, char** argv, const std::string& name) {
-  const std::string flag = "--" + name;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == flag || a.rfind(flag + "=", 0) == 0) return true;
-  }
-  std::string env;
-  for (char c : name) env += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return std::getenv(env.c_str()) != nullptr;
-}
-
-// Google Benchmark aborts on --benchmark_repetitions below 1 and loops forever on a NaN
-// --benchmark_min_time: both are refused here, before benchmark::Initialize sees them. Returns the
-// problem, or "" when the flags (if given) are usable.
-std::string bad_benchmark_flag(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const auto value_of = [&](const std::string& flag) -> std::optional<std::string> {
-      if (a.rfind(flag + "=", 0) == 0) return a.substr(flag.size() + 1);
-      return std::nullopt;
-    };
-    if (auto v = value_of("--benchmark_repetitions")) {
-      char* end = nullptr;
-      errno = 0;
-      const long n = std::strtol(v->c_str(), &end, 10);
-      if (v->empty() || *end != '\0' || errno != 0 || n < 1 || n > 1000000)
-        return "--benchmark_repetitions: '" + *v + "' is not an integer in [1, 1000000]";
-    }
-    if (auto v = value_of("--benchmark_min_time")) {
-      // "T" or "Ts" (seconds) or "Nx" (iterations, Google Benchmark 1.8).
-      char* end = nullptr;
-      const double t = std::strtod(v->c_str(), &end);
-      const std::string rest = end;
-      if (v->empty() || end == v->c_str() || !std::isfinite(t) || t <= 0.0 || !(rest.empty() || rest == "s" || rest == "x"))
-        return "--benchmark_min_time: '" + *v + "' is not a positive, finite time (T or Ts) or iteration count (Nx)";
-    }
-  }
-  return "";
-}
 
 bool help_requested(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
@@ -181,15 +144,33 @@ void add_options(CLI::App& app, Options& o) {
 
 std::string sweep_name(const Options& o) { return o.quick ? "quick" : (o.sweep.empty() ? "cache_path" : o.sweep); }
 
-// --benchmark_min_time: a plain number of seconds before Google Benchmark 1.8, "<seconds>s" since.
-std::string min_time_flag(double seconds) {
-  char buf[64];
-#if MLA_BENCHMARK_VERSION_MAJOR > 1 || (MLA_BENCHMARK_VERSION_MAJOR == 1 && MLA_BENCHMARK_VERSION_MINOR >= 8)
-  std::snprintf(buf, sizeof buf, "--benchmark_min_time=%gs", seconds);
-#else
-  std::snprintf(buf, sizeof buf, "--benchmark_min_time=%g", seconds);
-#endif
-  return buf;
+// Options whose empty value means something else (the default sweep, no dump) are refused when
+// given empty: "--sweep ''" from an unset shell variable must not run the default sweep.
+std::string empty_option(const CLI::App& app, const Options& o) {
+  const std::pair<const char*, const std::string*> opts[] = {
+      {"--sweep", &o.sweep}, {"--dump", &o.dump_dir}, {"--backend", &o.backend}};
+  for (const auto& [name, value] : opts) {
+    if (app.count(name) > 0 && value->empty()) return std::string(name) + ": the value is empty";
+  }
+  return "";
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+// --dump DIR: an existing non-directory, or a folder that cannot be made, is refused before the
+// backend is made ("" when DIR is usable).
+std::string dump_dir_problem(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (!ec && fs::exists(st) && !fs::is_directory(st)) return "--dump " + dir + ": exists and is not a directory";
+  fs::create_directories(dir, ec);
+  if (ec) return "--dump " + dir + ": cannot create the directory: " + ec.message();
+  if (::access(dir.c_str(), W_OK) != 0) return "--dump " + dir + ": cannot write into it: " + std::strerror(errno);
+  return "";
 }
 
 }  // namespace
@@ -207,7 +188,8 @@ int run(int argc, char** argv) {
     return kExitOk;
   }
 
-  if (const std::string bad = bad_benchmark_flag(argc, argv); !bad.empty()) {
+  BenchmarkFlags bm_flags;
+  if (const std::string bad = check_benchmark_flags(argc, argv, &bm_flags); !bad.empty()) {
     std::fprintf(stderr, "mla-bench: %s\n", bad.c_str());
     return kExitUsage;
   }
@@ -241,7 +223,7 @@ int run(int argc, char** argv) {
   std::vector<char*> args;
   args.push_back(argv[0]);
   for (auto& d : defaults) args.push_back(d.data());
-  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+  for (auto& a : bm_flags.args) args.push_back(a.data());
   int args_count = static_cast<int>(args.size());
   args.push_back(nullptr);
   benchmark::Initialize(&args_count, args.data());  // removes the --benchmark_* flags it knows
@@ -255,6 +237,10 @@ int run(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? kExitOk : kExitUsage;
   }
+  if (const std::string e = empty_option(app, opt); !e.empty()) {
+    std::fprintf(stderr, "mla-bench: %s\n", e.c_str());
+    return kExitUsage;
+  }
   if (opt.version) {
     std::printf("mla-bench %s (git %s)\n", tool_version(), tool_git_revision());
     return kExitOk;
@@ -265,6 +251,17 @@ int run(int argc, char** argv) {
     return kExitUsage;
   }
   if (opt.list_shapes) return list_shapes(sweep, opt.json);
+  if (bm_flags.out && sweep.source != "built-in" && same_file(*bm_flags.out, sweep.source)) {
+    std::fprintf(stderr, "mla-bench: --benchmark_out %s: is the sweep file (an input is never overwritten)\n",
+                 bm_flags.out->c_str());
+    return kExitUsage;
+  }
+  if (!opt.dump_dir.empty()) {
+    if (const std::string problem = dump_dir_problem(opt.dump_dir); !problem.empty()) {
+      std::fprintf(stderr, "mla-bench: %s\n", problem.c_str());
+      return kExitUsage;
+    }
+  }
   RegisterOptions options;
   options.host_caps = !opt.no_host_caps;
   const std::string& backend_name = opt.backend;
@@ -308,6 +305,36 @@ int run(int argc, char** argv) {
     std::printf("mla-bench: wrote pack, gather and convert inputs and %s outputs (%s) to %s/manifest.json\n",
                 info.name.c_str(), info.device.c_str(), dump_dir.c_str());
     return kExitOk;
+  }
+
+  // What runs: the sweep's shapes that --benchmark_filter keeps, less those above the host caps
+  // on the host. Nothing is refused here, before the roofline is measured, instead of a run that
+  // measures nothing and exits 0.
+  {
+    const bool capped = backend->native_device().kind == NativeDevice::Kind::kHost && options.host_caps;
+    size_t matching = 0, matching_capped = 0;
+    const nlohmann::ordered_json shapes = shapes_json(sweep);
+    for (const auto& shape : shapes.at("shapes")) {
+      if (bm_flags.filter && !filter_matches(*bm_flags.filter, shape["run_name"].get<std::string>())) continue;
+      ++matching;
+      if (capped && shape["host_capped"].get<bool>()) ++matching_capped;
+    }
+    const std::string filter = bm_flags.filter ? " --benchmark_filter='" + *bm_flags.filter + "'" : "";
+    if (matching == 0) {
+      std::fprintf(stderr,
+                   "mla-bench:%s matches none of the %zu benchmarks of sweep '%s' (their names: mla-bench --sweep %s "
+                   "--list-shapes)\n",
+                   filter.empty() ? " the sweep" : filter.c_str(), shapes.at("shapes").size(),
+                   sweep.name.c_str(), sweep_name(opt).c_str());
+      return kExitUsage;
+    }
+    if (matching == matching_capped) {
+      std::fprintf(stderr,
+                   "mla-bench:%s leaves only shapes above the sweep's host limits (%zu), which the host backend does "
+                   "not run; --no-host-caps runs them\n",
+                   filter.empty() ? " the sweep" : filter.c_str(), matching);
+      return kExitUsage;
+    }
   }
 
   std::unique_ptr<DeviceTimer> timer;
@@ -375,10 +402,14 @@ int run(int argc, char** argv) {
     benchmark::AddCustomContext("mla_lead_cycles", std::to_string(flusher->lead_cycles()));
   }
 
-  benchmark::RunSpecifiedBenchmarks();
+  const size_t ran = benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   release_benchmark_state();
   release_attention_state();
+  if (ran == 0) {  // the check above makes this unreachable unless Google Benchmark disagrees with it
+    std::fprintf(stderr, "mla-bench: no benchmark ran (see the message above)\n");
+    return kExitUsage;
+  }
   const int runtime_errors = benchmark_runtime_errors() + attention_runtime_errors();
   if (runtime_errors > 0) {
     std::fprintf(stderr, "mla-bench: %d benchmark(s) failed with a runtime error (see error_message above)\n",

@@ -10,12 +10,14 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
 #include "lib/backends/injection.h"
 #include "lib/backends/kernel_policy_env.h"
+#include "lib/run/memory_estimate.h"
 #include "lib/run/report.h"
 #include "lib/scenario/scenario.h"
 #include "lib/run/selection.h"
@@ -63,6 +65,22 @@ constexpr size_t kAutoJobsOnGpu = 8;
 size_t auto_jobs(bool on_gpu) {
   const size_t cpus = online_cpus();
   return on_gpu ? std::min(cpus, kAutoJobsOnGpu) : cpus;
+}
+
+// Whether two paths name one existing file (device and inode).
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+// Options that take a value and mean something else when the value is empty (no report, every
+// scenario, no injection) are refused when given empty: "--report ''" from an unset shell
+// variable must not run the suite without a report.
+std::string empty_option(const CLI::App& app, const std::vector<std::pair<const char*, const std::string*>>& opts) {
+  for (const auto& [name, value] : opts) {
+    if (app.count(name) > 0 && value->empty()) return std::string(name) + ": the value is empty";
+  }
+  return "";
 }
 
 }  // namespace
@@ -115,7 +133,14 @@ int run(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? kExitPass : kExitUsage;
   }
-  if (!seed_text.empty()) {
+  if (const std::string e = empty_option(app, {{"--report", &report_path}, {"--seed", &seed_text},
+                                                {"--inject", &inject_name}, {"--scenario-dir", &scenario_dir},
+                                                {"--backend", &backend_name}});
+      !e.empty()) {
+    std::fprintf(stderr, "mla-check: %s\n", e.c_str());
+    return kExitUsage;
+  }
+  if (app.count("--seed") > 0) {
     uint64_t v = 0;
     const char* end = seed_text.data() + seed_text.size();
     const auto [stop, ec] = std::from_chars(seed_text.data(), end, v);
@@ -155,6 +180,11 @@ int run(int argc, char** argv) {
     }
     only_checks.push_back(*k);
   }
+  if (no_isolate && app.count("--timeout") > 0) {
+    std::fprintf(stderr, "mla-check: --timeout needs the scenarios in processes of their own to kill: it cannot be "
+                         "combined with --no-isolate\n");
+    return kExitUsage;
+  }
   if (no_isolate && jobs != 1) {
     std::fprintf(stderr, "mla-check: --no-isolate runs every scenario in this process, one at a time: "
                          "it cannot be combined with --jobs %d (leave --jobs at 1)\n", jobs);
@@ -169,11 +199,13 @@ int run(int argc, char** argv) {
   sel.exclude_tags = exclude_tags;
   sel.only_checks = only_checks;
   sel.seed = seed;
-  auto selected = select_scenarios(sel);
+  std::vector<std::string> selection_notes;
+  auto selected = select_scenarios(sel, &selection_notes);
   if (auto* err = std::get_if<SelectionError>(&selected)) {
     std::fprintf(stderr, "mla-check: %s\n", err->message.c_str());
     return kExitUsage;
   }
+  for (const auto& note : selection_notes) std::fprintf(stderr, "mla-check: note: %s\n", note.c_str());
   std::vector<Scenario> scenarios = std::get<std::vector<Scenario>>(std::move(selected));
   if (list) {
     for (const auto& s : scenarios) {
@@ -183,8 +215,26 @@ int run(int argc, char** argv) {
     }
     return kExitPass;
   }
-  // A report that cannot be written is refused now, not after the whole suite has run.
+  BackendChoice choice;
+  if (const std::string bad = parse_backend_choice(backend_name, &choice); !bad.empty()) {
+    std::fprintf(stderr, "mla-check: --backend: %s\n", bad.c_str());
+    return kExitUsage;
+  }
+  // A report that cannot be written, or that would replace an input, is refused now, not after
+  // the whole suite has run.
   if (!report_path.empty()) {
+    for (const auto& s : scenarios) {
+      if (same_file(report_path, s.file)) {
+        std::fprintf(stderr, "mla-check: --report %s: is the scenario file %s (an input is never overwritten)\n",
+                     report_path.c_str(), s.file.c_str());
+        return kExitUsage;
+      }
+    }
+    if (choice.kind == BackendChoice::Kind::kPython && same_file(report_path, choice.adapter)) {
+      std::fprintf(stderr, "mla-check: --report %s: is the adapter file %s (an input is never overwritten)\n",
+                   report_path.c_str(), choice.adapter.c_str());
+      return kExitUsage;
+    }
     const Status s = check_report_writable(report_path);
     if (!s.ok()) {
       std::fprintf(stderr, "mla-check: --report: %s\n", s.message().c_str());
@@ -192,11 +242,6 @@ int run(int argc, char** argv) {
     }
   }
 
-  BackendChoice choice;
-  if (const std::string bad = parse_backend_choice(backend_name, &choice); !bad.empty()) {
-    std::fprintf(stderr, "mla-check: --backend: %s\n", bad.c_str());
-    return kExitUsage;
-  }
   if (adapter_fallback && choice.kind != BackendChoice::Kind::kPython) {
     std::fprintf(stderr, "mla-check: --adapter-fallback needs --backend python:ADAPTER.py\n");
     return kExitUsage;
@@ -214,6 +259,21 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "mla-check: %s\n", probe.error.c_str());
     // Asked for by name and not usable: bad usage; found by auto and then failing: runtime.
     return choice.kind == BackendChoice::Kind::kAuto ? kExitRuntime : kExitUsage;
+  }
+
+  // A scenario whose buffers cannot fit in the memory there is now is refused before anything is
+  // allocated (host: MemAvailable; the CUDA device: its free memory as the probe saw it).
+  {
+    const bool backend_on_host = !probe.on_gpu;
+    const std::optional<uint64_t> host_free = host_memory_available();
+    for (const auto& s : scenarios) {
+      if (probe.info.name == "host" && s.gpu_only()) continue;  // skipped on the host: allocates nothing
+      const std::string refusal = memory_refusal(s, estimate_memory(s), backend_on_host, host_free, probe.free_memory);
+      if (!refusal.empty()) {
+        std::fprintf(stderr, "mla-check: %s\n", refusal.c_str());
+        return kExitUsage;
+      }
+    }
   }
 
   const bool tty = ::isatty(STDERR_FILENO) != 0;

@@ -20,6 +20,7 @@ class ForwardingBackend : public Backend {
   }
   Status allocate(std::size_t bytes, void** ptr) override { return inner_.allocate(bytes, ptr); }
   void release(void* ptr) override { inner_.release(ptr); }
+  std::optional<std::size_t> free_memory() const override { return inner_.free_memory(); }
   Status copy_to_device(void* dst, const void* src, std::size_t bytes) override {
     return inner_.copy_to_device(dst, src, bytes);
   }

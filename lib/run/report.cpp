@@ -5,9 +5,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -192,38 +193,79 @@ std::string report_to_json(const RunReport& r) {
 }
 
 namespace {
+
 std::string report_temp_path(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+// Writes all of `text` to fd; false with errno set on a short write that cannot go on.
+bool write_all(int fd, const std::string& text) {
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    if (n == 0) {
+      errno = ENOSPC;
+      return false;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
 }  // namespace
 
 Status check_report_writable(const std::string& path) {
+  if (path.empty()) return Status::error("cannot write report: the path is empty");
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     return Status::error("cannot write report: '" + path + "' is a directory");
   }
-  const std::string tmp = report_temp_path(path);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      return Status::error("cannot write report: cannot create '" + tmp + "': " + std::strerror(errno));
-    }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    return Status::error("cannot write report: '" + path + "' is not a regular file (the report replaces it by rename)");
   }
-  std::remove(tmp.c_str());
+  const std::string tmp = report_temp_path(path);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return Status::error("cannot write report: cannot create '" + tmp + "': " + errno_text(errno));
+  }
+  ::close(fd);
+  ::unlink(tmp.c_str());
   return Status();
 }
 
+// The temporary file is removed on every failure: a failed write leaves the old report (if any)
+// and nothing else.
 Status write_report_atomic(const std::string& path, const RunReport& r) {
+  if (path.empty()) return Status::error("cannot write report: the path is empty");
   const std::string text = report_to_json(r);
   const std::string tmp = report_temp_path(path);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return Status::error("cannot write report: cannot open '" + tmp + "' for writing");
-    out << text;
-    out.flush();
-    if (!out) return Status::error("cannot write report: write to '" + tmp + "' failed");
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::error("cannot write report: cannot create '" + tmp + "': " + errno_text(errno));
+  const auto fail = [&](const std::string& what) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return Status::error("cannot write report '" + path + "': " + what + ": " + errno_text(err) +
+                         " (no report was written)");
+  };
+  if (!write_all(fd, text)) return fail("writing " + std::to_string(text.size()) + " bytes to '" + tmp + "'");
+  if (::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) return fail("flushing '" + tmp + "'");
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return Status::error("cannot write report '" + path + "': closing '" + tmp + "': " + errno_text(err) +
+                         " (no report was written)");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return Status::error("cannot write report: rename to '" + path + "' failed");
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return Status::error("cannot write report '" + path + "': renaming '" + tmp + "' to it: " + errno_text(err) +
+                         " (no report was written)");
   }
   return Status();
 }

@@ -28,7 +28,11 @@ struct SelectionError {
 };
 
 // The selected scenarios in the order given (the suite's: sorted by path), each with only the
-// checks asked for. An empty selection is an error that says why.
-std::variant<std::vector<Scenario>, SelectionError> select_scenarios(const SelectionOptions& o);
+// checks asked for. Refused: an empty selection, a --scenario that cannot be read, a *.json entry
+// of the suite folder that cannot be read (a symbolic link loop, a dangling link), two files that
+// name one scenario. One file given twice (by two paths, or by its path and its shipped name)
+// runs once, and `notes` (when given) says so.
+std::variant<std::vector<Scenario>, SelectionError> select_scenarios(const SelectionOptions& o,
+                                                                     std::vector<std::string>* notes = nullptr);
 
 }  // namespace mla

@@ -23,6 +23,7 @@ BackendProbe probe_in_process(const BackendChoice& choice) {
   }
   p.info = b->info();
   p.on_gpu = b->native_device().kind == NativeDevice::Kind::kCuda;
+  if (const auto free = b->free_memory()) p.free_memory = *free;
   p.ok = true;
   return p;
 }
@@ -38,6 +39,7 @@ BackendProbe probe_backend(const BackendChoice& choice, bool isolate) {
                             {"error", p.error},
                             {"resolved", to_string(p.resolved)},
                             {"on_gpu", p.on_gpu},
+                            {"free_memory", p.free_memory ? nlohmann::json(*p.free_memory) : nlohmann::json()},
                             {"info", backend_info_to_json(p.info)}}
                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       },
@@ -56,6 +58,7 @@ BackendProbe probe_backend(const BackendChoice& choice, bool isolate) {
     if (!problem.empty()) throw std::runtime_error(problem);
     p.info = backend_info_from_json(j.at("info"));
     p.on_gpu = j.at("on_gpu").get<bool>();
+    if (j.at("free_memory").is_number_unsigned()) p.free_memory = j.at("free_memory").get<uint64_t>();
   } catch (const std::exception& e) {
     p.ok = false;
     p.error = std::string("probing the backend failed: unreadable answer: ") + e.what();

@@ -6,6 +6,7 @@
 // backend in a child too).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@ struct BackendProbe {
   BackendChoice resolved;  // the choice with auto resolved: what every scenario process makes
   BackendInfo info;        // of the backend that will run
   bool on_gpu = false;     // its memory and operations are on a CUDA device
+  std::optional<uint64_t> free_memory;  // Backend::free_memory() as the probe's backend saw it
   std::string error;       // why the requested backend cannot run
 };
 

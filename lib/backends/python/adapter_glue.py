@@ -12,6 +12,7 @@ import hashlib
 import importlib.util
 import inspect
 import os
+import stat
 import sys
 import traceback
 
@@ -26,6 +27,25 @@ OUTPUTS = {
     "dense_mha": ("out", "lse"),
     "merge": ("out", "lse"),
 }
+# The keyword arguments each operation is called with (its buffers, then its parameters; the
+# cache-reading operations also get block_size, num_blocks and page_padding_bytes): a function's
+# signature is checked against them when the adapter is loaded.
+_CACHE_PARAMS = ("block_size", "num_blocks", "page_padding_bytes")
+ARGUMENTS = {
+    "pack": ("kv_c", "k_pe", "slot_mapping", "cache", *_CACHE_PARAMS, "num_tokens"),
+    "gather": ("cache", "block_table", "workspace_starts", "seq_starts", "dst", *_CACHE_PARAMS, "num_rows",
+               "num_reqs"),
+    "convert": ("req_id", "indices", "block_table", "out", "valid_count", "prefill_req", "prefill_workspace_starts",
+                "block_size", "topk", "num_tokens", "num_prefills", "dcp_world_size", "dcp_rank", "dcp_interleave"),
+    "gemm": ("a", "b", "c", "m", "n", "k", "batch", "transpose_b"),
+    "sparse_mqa": ("q_nope", "q_pe", "q", "indices", "cache", "out", "lse", *_CACHE_PARAMS, "tokens", "heads", "topk",
+                   "scale"),
+    "dense_mha": ("q_nope", "q_pe", "k_nope", "k_pe", "v", "cu_seqlens_q", "cu_seqlens_k", "out", "lse", "heads",
+                  "num_reqs", "total_q", "total_k", "max_seqlen_q", "max_seqlen_k", "causal", "scale"),
+    "merge": ("out_a", "lse_a", "out_b", "lse_b", "out", "lse", "rows", "width"),
+}
+# An adapter file larger than this is refused unread (an adapter is source code, not data).
+MAX_ADAPTER_BYTES = 16 << 20
 # Declarations an adapter's SUPPORTS may state per operation, and what they constrain.
 CONSTRAINT_KEYS = {
     "heads": "the number of query heads",
@@ -60,30 +80,87 @@ def _fail(problem, function=None):
     raise AdapterError(f"{where}: {problem}")
 
 
+def _read_digest(path):
+    """The file's SHA-256, after checking that it is a regular file of a sane size."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        _fail(f"no such file: {path}")
+    except OSError as error:  # a symbolic link loop, a name too long, no permission on a folder
+        _fail(f"cannot read {path}: {error.strerror or error}")
+    if stat.S_ISDIR(st.st_mode):
+        _fail(f"{path} is a directory, not a Python file")
+    if not stat.S_ISREG(st.st_mode):
+        _fail(f"{path} is not a regular file")
+    if st.st_size > MAX_ADAPTER_BYTES:
+        _fail(f"{path} is {st.st_size} bytes; adapter files are at most {MAX_ADAPTER_BYTES} bytes")
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as error:
+        _fail(f"cannot read {path}: {error.strerror or error}")
+    return digest.hexdigest()
+
+
+def _check_constraints(op, constraints):
+    for key, value in constraints.items():
+        if key not in CONSTRAINT_KEYS:
+            _fail(f"SUPPORTS[{op!r}] has an unknown constraint {key!r} (known: {', '.join(CONSTRAINT_KEYS)})")
+        if key in ("heads", "block_size", "sm"):
+            if not isinstance(value, (list, tuple, set, frozenset)) or not all(
+                    isinstance(v, int) and not isinstance(v, bool) for v in value):
+                _fail(f"SUPPORTS[{op!r}][{key!r}] must be a list of integers ({CONSTRAINT_KEYS[key]}); "
+                      f"it is {value!r}")
+        elif key == "topk_multiple":
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                _fail(f"SUPPORTS[{op!r}]['topk_multiple'] must be an integer >= 1; it is {value!r}")
+        elif key == "page_padding" and not isinstance(value, bool):
+            _fail(f"SUPPORTS[{op!r}]['page_padding'] must be True or False; it is {value!r}")
+
+
+def _check_signature(op, fn):
+    """The function must accept the call the harness makes (every argument by keyword)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # a builtin without a signature: checked when it is called
+    try:
+        signature.bind(**{name: None for name in ARGUMENTS[op]})
+    except TypeError as e:
+        _fail(f"its signature {op}{signature} does not accept the call: {e} (the harness passes: "
+              f"{', '.join(ARGUMENTS[op])}; take **_ to ignore what it does not use)", op)
+
+
 def load(path, sm):
     """Imports the adapter file and checks its declarations. Returns a dict describing it."""
     global _adapter, _name, _device, _sm, _torch, _numpy
     _name = os.path.basename(path)
     _sm = int(sm)
-    if not os.path.isfile(path):
-        _fail(f"no such file: {path}")
-    with open(path, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()
+    digest = _read_digest(path)
     spec = importlib.util.spec_from_file_location("mla_adapter_" + _name.replace(".", "_"), path)
     if spec is None or spec.loader is None:
-        _fail(f"cannot be imported as a Python module: {path}")
+        _fail(f"cannot be imported as a Python module (a Python file ends in .py): {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception:
+    except BaseException as error:  # SystemExit and KeyboardInterrupt too: the harness reports, never exits
+        if isinstance(error, SystemExit):
+            _fail(f"import failed: it called sys.exit({error.code!r})")
         _fail("import failed:\n" + _traceback_tail())
     device = getattr(module, "DEVICE", None)
     if device not in DEVICES:
         _fail(f"DEVICE must be one of {', '.join(DEVICES)}; it is {device!r}")
+    for op in OUTPUTS:
+        if hasattr(module, op) and not callable(getattr(module, op)):
+            _fail(f"{op} must be a function; it is {type(getattr(module, op)).__name__}")
     ops = [op for op in OUTPUTS if callable(getattr(module, op, None))]
     if not ops:
         _fail("defines none of the operations " + ", ".join(OUTPUTS))
+    for op in ops:
+        _check_signature(op, getattr(module, op))
     supports = getattr(module, "SUPPORTS", {})
     if not isinstance(supports, dict):
         _fail(f"SUPPORTS must be a dict of operation -> constraints; it is {type(supports).__name__}")
@@ -92,14 +169,14 @@ def load(path, sm):
             _fail(f"SUPPORTS names an unknown operation {op!r} (known: {', '.join(OUTPUTS)})")
         if not isinstance(constraints, dict):
             _fail(f"SUPPORTS[{op!r}] must be a dict; it is {type(constraints).__name__}")
-        for key in constraints:
-            if key not in CONSTRAINT_KEYS:
-                _fail(f"SUPPORTS[{op!r}] has an unknown constraint {key!r} (known: {', '.join(CONSTRAINT_KEYS)})")
+        _check_constraints(op, constraints)
+    if hasattr(module, "supports") and not callable(module.supports):
+        _fail(f"supports must be a function (op, params) -> reason or None; it is {type(module.supports).__name__}")
     versions = {}
     if callable(getattr(module, "versions", None)):
         try:
             versions = module.versions()
-        except Exception:
+        except BaseException:
             _fail("failed:\n" + _traceback_tail(), "versions")
         if not isinstance(versions, dict):
             _fail(f"must return a dict of name -> version; it returned {type(versions).__name__}", "versions")
@@ -144,7 +221,12 @@ def _check_declared(op, params):
         raise Unsupported(f"{_name} {op}: padded pages ({params['page_padding_bytes']} bytes per page)")
     supports = getattr(_adapter, "supports", None)
     if callable(supports):
-        reason = supports(op, dict(params))
+        try:
+            reason = supports(op, dict(params))
+        except Exception:
+            _fail("failed:\n" + _traceback_tail(), "supports")
+        if reason is not None and not isinstance(reason, str):
+            _fail(f"must return a reason (str) or None; it returned {type(reason).__name__}", "supports")
         if reason:
             raise Unsupported(f"{_name} {op}: {reason}")
 
@@ -161,6 +243,9 @@ def _copy_returned(op, returned, outs):
     names = OUTPUTS[op]
     if isinstance(returned, dict):
         items = returned
+        for name in items:
+            if not isinstance(name, str):
+                _fail(f"returned a dict with the key {name!r}; its outputs are {', '.join(names)}", op)
     else:
         values = returned if isinstance(returned, (tuple, list)) else (returned,)
         if len(values) > len(names):
@@ -172,6 +257,9 @@ def _copy_returned(op, returned, outs):
         dst = outs.get(name)
         if dst is None:
             _fail(f"returned {name!r}, which this call does not have", op)
+        if not hasattr(value, "shape") or not hasattr(value, "dtype"):
+            _fail(f"returned {name} as a {type(value).__name__}; expected an array of shape {list(dst.shape)} "
+                  f"and dtype {dst.dtype}", op)
         shape, dtype = tuple(value.shape), getattr(value, "dtype", None)
         if shape != tuple(dst.shape):
             _fail(f"returned {name} of shape {list(shape)}; expected {list(dst.shape)}", op)
@@ -228,8 +316,10 @@ def _run(op, fn, buffers, params):
         returned = fn(**kwargs)
     except Unsupported:
         raise
-    except Exception:
-        raise RuntimeError(f"{_name}: {op}() raised:\n" + _traceback_tail())
+    except SystemExit as error:
+        raise RuntimeError(f"{_name}: {op}() called sys.exit({error.code!r})") from None
+    except BaseException:
+        raise RuntimeError(f"{_name}: {op}() raised:\n" + _traceback_tail()) from None
     if returned is None:
         return False
     outs = {name: arrays.get(name) for name in OUTPUTS[op]}

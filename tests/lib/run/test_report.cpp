@@ -1,5 +1,11 @@
 #include "lib/run/report.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <iterator>
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -8,6 +14,8 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "lib/run/suite_runner_children.h"
 
 namespace mla {
 namespace {
@@ -83,6 +91,44 @@ TEST(Report, AtomicWriteLeavesNoTempFile) {
     EXPECT_EQ(e.path().filename(), "r.json");
   std::filesystem::remove_all(dir);
   EXPECT_FALSE(write_report_atomic("/nonexistent-dir/x/r.json", r).ok());
+}
+
+TEST(Report, AFailedWriteSaysWhyKeepsTheOldReportAndLeavesNoTempFile) {
+  const auto dir = std::filesystem::temp_directory_path() / ("mla_report_full_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "r.json").string();
+  { std::ofstream(path) << "old"; }
+  RunReport r;
+  for (int i = 0; i < 20; ++i) r.scenarios.push_back(sample());
+  // A file size limit makes write() fail as a full disk would (EFBIG instead of ENOSPC); the
+  // write runs in a child so that the limit stays there.
+  const ChildOutcome c = run_in_child(
+      [&](const ChildEmit& emit) {
+        std::signal(SIGXFSZ, SIG_IGN);
+        const rlimit limit{1024, 1024};
+        ::setrlimit(RLIMIT_FSIZE, &limit);
+        const Status s = write_report_atomic(path, r);
+        emit(s.ok() ? "ok" : s.message());
+      },
+      60.0);
+  ASSERT_TRUE(c.ok) << c.error;
+  EXPECT_NE(c.output.find("File too large"), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find("no report was written"), std::string::npos) << c.output;
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"r.json"});
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "old");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Report, AnEmptyPathOrADeviceIsNotWritable) {
+  EXPECT_FALSE(check_report_writable("").ok());
+  EXPECT_FALSE(write_report_atomic("", RunReport{}).ok());
+  const Status s = check_report_writable("/dev/null");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("not a regular file"), std::string::npos) << s.message();
 }
 
 TEST(Report, WritableIsCheckedWithoutLeavingAFile) {

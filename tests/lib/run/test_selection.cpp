@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 
 #include "tests/common/temp_dir.h"
@@ -126,6 +127,78 @@ TEST(Selection, TheSeedOverrideReachesEveryScenario) {
   o.scenario_args = {"gather_block_size_1", "convert_dcp_2_ranks"};
   o.seed = 12345;
   for (const auto& s : selected(o)) EXPECT_EQ(s.seed, 12345u) << s.name;
+}
+
+TEST(Selection, TwoFilesThatNameOneScenarioAreRefusedNamingBoth) {
+  TempDir dir;
+  const std::string a = dir.write("a.json", scenario_text("same", "", R"("pack")"));
+  const std::string b = dir.write("sub/b.json", scenario_text("same", "", R"("pack")"));
+  SelectionOptions o;
+  o.scenario_dir = dir.path();
+  const std::string m = refusal(o);  // the suite
+  EXPECT_NE(m.find("'same'"), std::string::npos) << m;
+  EXPECT_NE(m.find(a), std::string::npos) << m;
+  EXPECT_NE(m.find(b), std::string::npos) << m;
+  o.scenario_args = {a, b};  // given by path
+  EXPECT_NE(refusal(o).find(b), std::string::npos);
+  o.filter = "other";  // only the selected scenarios count
+  o.scenario_args.clear();
+  dir.write("c.json", scenario_text("other", "", R"("pack")"));
+  EXPECT_EQ(names(selected(o)), (std::vector<std::string>{"other"}));
+}
+
+TEST(Selection, OneFileGivenTwiceRunsOnceWithANote) {
+  TempDir dir;
+  const std::string a = dir.write("a.json", scenario_text("mine", "", R"("pack")"));
+  SelectionOptions o;
+  o.scenario_dir = kSuite;
+  o.scenario_args = {a, dir.path() + "/./a.json", "gather_block_size_1", kSuite + "/gather_block_size_1.json"};
+  std::vector<std::string> notes;
+  auto r = select_scenarios(o, &notes);
+  ASSERT_TRUE(std::holds_alternative<std::vector<Scenario>>(r));
+  EXPECT_EQ(names(std::get<std::vector<Scenario>>(r)), (std::vector<std::string>{"mine", "gather_block_size_1"}));
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[0].find("names the same file as --scenario " + a), std::string::npos) << notes[0];
+  EXPECT_NE(notes[1].find("--scenario gather_block_size_1"), std::string::npos) << notes[1];
+}
+
+TEST(Selection, PathsThatCannotBeResolvedAreRefusedWithTheReason) {
+  TempDir dir;
+  const std::filesystem::path loop = std::filesystem::path(dir.path()) / "loop.json";
+  std::filesystem::create_symlink("loop.json", loop);
+  SelectionOptions o;
+  o.scenario_dir = kSuite;
+  o.scenario_args = {loop.string()};
+  EXPECT_NE(refusal(o).find("Too many levels of symbolic links"), std::string::npos);
+  o.scenario_args = {dir.path() + "/" + std::string(300, 'n') + ".json"};
+  EXPECT_NE(refusal(o).find("File name too long"), std::string::npos);
+  o.scenario_args = {""};
+  EXPECT_NE(refusal(o).find("empty"), std::string::npos);
+}
+
+TEST(Selection, AnUnreadableEntryOfTheSuiteIsRefusedNotSkipped) {
+  TempDir dir;
+  dir.write("a.json", scenario_text("a", "", R"("pack")"));
+  std::filesystem::create_symlink("z.json", std::filesystem::path(dir.path()) / "z.json");
+  SelectionOptions o;
+  o.scenario_dir = dir.path();
+  const std::string m = refusal(o);
+  EXPECT_NE(m.find("z.json: cannot be read: Too many levels of symbolic links"), std::string::npos) << m;
+  // A name given explicitly does not need the broken entry.
+  o.scenario_args = {dir.path() + "/a.json"};
+  EXPECT_EQ(names(selected(o)), (std::vector<std::string>{"a"}));
+}
+
+TEST(Selection, ASuiteFolderThatIsNotOneIsRefused) {
+  TempDir dir;
+  SelectionOptions o;
+  o.scenario_dir = dir.path() + "/absent";
+  EXPECT_NE(refusal(o).find("No such file or directory"), std::string::npos);
+  o.scenario_dir = dir.write("f.json", "{}");
+  EXPECT_NE(refusal(o).find("is not a directory"), std::string::npos);
+  o.scenario_dir = dir.path() + "/empty";
+  std::filesystem::create_directories(o.scenario_dir);
+  EXPECT_NE(refusal(o).find("holds no scenario file"), std::string::npos);
 }
 
 }  // namespace
