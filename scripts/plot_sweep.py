@@ -329,15 +329,32 @@ def use_bars(x_key: str | None, series: list[Series]) -> bool:
     return sum(len(entry.xs) > 1 for entry in series) * 2 <= len(series)
 
 
-def plot_operation(op: str, x_key: str | None, metric: str, series: list[Series], out: Path, fmt: str) -> None:
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend; BadInput (exit 3) when matplotlib is not installed.
+    Also used by plot_routes.py."""
     try:
         import matplotlib
     except ImportError:
         raise BadInput(f"{NO_MATPLOTLIB} (scripts/install_deps.sh installs it; --table needs nothing more)") from None
-
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    return plt
 
+
+def save_figure(fig: Any, out: Path, fmt: str) -> None:
+    """Lays out, writes and closes a figure; a write that fails is BadInput naming the file."""
+    import matplotlib.pyplot as plt
+    try:
+        fig.tight_layout()
+        fig.savefig(out, format=fmt)
+    except (OSError, ValueError) as error:
+        raise BadInput(f"cannot write {out}: {error}") from None
+    finally:
+        plt.close(fig)
+
+
+def plot_operation(op: str, x_key: str | None, metric: str, series: list[Series], out: Path, fmt: str) -> None:
+    plt = pyplot()
     keys: OrderedDict[tuple, int] = OrderedDict()
     for entry in series:
         keys.setdefault(entry.key, len(keys))
@@ -385,13 +402,7 @@ def plot_operation(op: str, x_key: str | None, metric: str, series: list[Series]
             ax.legend(fontsize=7)
     ax.set_title(op)
     ax.grid(True, alpha=0.3)
-    try:
-        fig.tight_layout()
-        fig.savefig(out, format=fmt)
-    except (OSError, ValueError) as error:
-        raise BadInput(f"cannot write {out}: {error}") from None
-    finally:
-        plt.close(fig)
+    save_figure(fig, out, fmt)
 
 
 def unique_labels(paths: list[Path], explicit: list[str], prefix: str) -> list[str]:
@@ -423,9 +434,12 @@ def figure_name(op: str, used: set[str], fmt: str) -> str:
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # exit 2 (usage), as argparse does, with our prefix
+    """Exit 2 (usage) on a bad command line, as argparse does, the message prefixed with the
+    program's name. Also used by plot_routes.py."""
+
+    def error(self, message: str) -> None:
         self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"plot_sweep.py: error: {message}\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> ArgumentParser:

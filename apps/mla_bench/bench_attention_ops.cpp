@@ -446,14 +446,14 @@ Status prepare_dense(Backend& b, const DenseMhaShape& sh, std::unique_ptr<Prepar
   return Status();
 }
 
-Status prepare_forward(Backend& b, const ForwardBatch& fb, std::unique_ptr<Prepared>* out) {
+Status prepare_forward(Backend& b, const ForwardBatch& fb, int32_t block_size, std::unique_ptr<Prepared>* out) {
   AttentionState& s = state();
   Scenario sc;
   sc.name = "mla-bench forward " + fb.name;
   sc.seed = s.env->sweep.seed;
   sc.model.heads = fb.heads;
   sc.model.topk = fb.topk;
-  sc.model.block_size = s.env->sweep.forward_block_size;
+  sc.model.block_size = block_size;
   sc.batch.seq_lens = fb.seq_lens;
   sc.batch.query_lens = fb.query_lens;
   sc.batch.decode_threshold = fb.decode_threshold;
@@ -470,6 +470,7 @@ Status prepare_forward(Backend& b, const ForwardBatch& fb, std::unique_ptr<Prepa
     }();
     ForwardConfig cfg;
     cfg.decode_threshold = fb.decode_threshold;
+    cfg.force_sparse = fb.force_sparse;
     cfg.scale = static_cast<float>(sc.model.scale);
     cfg.target_work_items = sparse_target_items(b, fb.heads);
     p->bufs = std::make_unique<BufferSet>(*p->recorder);
@@ -562,7 +563,8 @@ Prepared* prepare(benchmark::State& st, const AttentionShape& shape) {
         switch (shape.op) {
           case AttentionOp::kSparse: return prepare_sparse(b, shape.sparse, p);
           case AttentionOp::kDense: return prepare_dense(b, shape.dense, p);
-          case AttentionOp::kForward: return prepare_forward(b, shape.forward, p);
+          case AttentionOp::kForward: return prepare_forward(b, shape.forward, s.env->sweep.forward_block_size, p);
+          case AttentionOp::kRoute: return prepare_forward(b, shape.route.batch, s.env->sweep.routes_block_size, p);
         }
         return Status::error("unknown operation");
       },
@@ -683,6 +685,11 @@ std::string dense_mha_name(const DenseMhaShape& s) {
   return name;
 }
 
+std::string route_name(bool sparse, const RouteShape& r) {
+  return std::string("route/") + (sparse ? "sparse" : "dense") + "/H:" + std::to_string(r.batch.heads) +
+         "/K:" + std::to_string(r.batch.topk) + "/prefill:" + std::to_string(r.prefill_len);
+}
+
 DenseMhaSeqlens dense_mha_seqlens(const DenseMhaShape& s) {
   const std::vector<int64_t> lens = equal_split(s.tokens, s.requests);
   DenseMhaSeqlens out;
@@ -705,6 +712,7 @@ const char* AttentionShape::op_name() const {
     case AttentionOp::kSparse: return "sparse_mqa";
     case AttentionOp::kDense: return "dense_mha";
     case AttentionOp::kForward: return "forward";
+    case AttentionOp::kRoute: return "route";
   }
   return "";
 }
@@ -718,6 +726,7 @@ std::string AttentionShape::name() const {
     case AttentionOp::kDense: return dense_mha_name(dense);
     case AttentionOp::kForward:
       return "forward/" + forward.name + "/H:" + std::to_string(forward.heads) + "/K:" + std::to_string(forward.topk);
+    case AttentionOp::kRoute: return route_name(route.batch.force_sparse, route);
   }
   return "";
 }
@@ -727,6 +736,7 @@ double AttentionShape::model_flops() const {
     case AttentionOp::kSparse: return sparse_mqa_flops(sparse);
     case AttentionOp::kDense: return dense_mha_cost(dense).flops;
     case AttentionOp::kForward: return forward_flops_model(forward).total();
+    case AttentionOp::kRoute: return forward_flops_model(route.batch).total();
   }
   return 0.0;
 }
@@ -755,6 +765,12 @@ std::vector<AttentionShape> attention_shapes(const Sweep& sw) {
     sh.forward = f;
     shapes.push_back(sh);
   }
+  for (const RouteShape& r : sw.route_shapes) {
+    AttentionShape sh;
+    sh.op = AttentionOp::kRoute;
+    sh.route = r;
+    shapes.push_back(sh);
+  }
   return shapes;
 }
 
@@ -771,7 +787,7 @@ ForwardFlops forward_flops_model(const ForwardBatch& fb) {
     total += fb.query_lens[r];
     if (static_cast<int32_t>(r) < nd) decode_tokens += fb.query_lens[r];
   }
-  const bool dense = prefills_fit_topk(light, nd, fb.topk);
+  const bool dense = !fb.force_sparse && prefills_fit_topk(light, nd, fb.topk);
   f.sparse_tokens = dense ? decode_tokens : total;
   f.dense_tokens = total - f.sparse_tokens;
   f.sparse_attention = static_cast<double>(f.sparse_tokens) * H * fb.topk * kSparseFlopsPerSlot;

@@ -9,7 +9,10 @@
 //                                         causal (mask:none: unmasked); dense_mha_name;
 //   forward/NAME/H:H/K:K                  the whole step of lib/forward_pipeline.h run_forward
 //                                         (pack, routing, dense prefills, sparse decodes, the
-//                                         projections) on a generated batch.
+//                                         projections) on a generated batch;
+//   route/ROUTE/H:H/K:K/prefill:P         the same step on the routes sweep's batch (decodes and
+//                                         prefills of P new tokens), ROUTE dense (production
+//                                         routing, P <= K only) or sparse (every token sparse).
 // Timing as the cache benchmarks (bench_cache_ops.h): L2 flush (untimed), CUDA events on the
 // backend stream around the call, ->UseManualTime(), medians over repetitions.
 //
@@ -100,7 +103,7 @@ DenseMhaSeqlens dense_mha_seqlens(const DenseMhaShape& s);
 AttentionCost dense_mha_cost(const DenseMhaShape& s);
 
 // The forward step's FLOP model, from the batch alone: the routing rule of docs/semantics.md §4.4
-// (count_decodes, prefills_fit_topk) and, per route,
+// (count_decodes, prefills_fit_topk; every token sparse with force_sparse) and, per route,
 //   sparse tokens: 2 H K 1088 (attention) + 2 H 128 512 (absorption, W_UK^T q_nope)
 //                  + 2 H 512 128 (W_UV out_lat);
 //   dense prefill tokens (new + cached context rows): 2 x 2 H 512 128 (K and V up-projection of
@@ -131,7 +134,10 @@ struct GemmCeiling {
 };
 Status measure_gemm_ceiling(Backend& backend, DeviceTimer& timer, GemmCeiling* out);
 
-enum class AttentionOp { kSparse, kDense, kForward };
+enum class AttentionOp { kSparse, kDense, kForward, kRoute };
+
+// A route benchmark's name: route/dense|sparse/H:H/K:K/prefill:P (the pair differs in the route only).
+std::string route_name(bool sparse, const RouteShape& r);
 
 // One attention benchmark: its name and FLOP model (the sparse and dense byte models need the
 // shape's inputs: make_sparse_mqa_indices, dense_mha_cost). mla-bench --list-shapes reports the
@@ -141,6 +147,7 @@ struct AttentionShape {
   SparseMqaShape sparse;
   DenseMhaShape dense;
   ForwardBatch forward;
+  RouteShape route;
 
   const char* op_name() const;
   std::string name() const;

@@ -80,12 +80,29 @@ json attention_entry(const AttentionShape& s, const Sweep& sweep) {
       e["model"] = {{"pairs", number(cost.pairs)}};
       break;
     }
-    case AttentionOp::kForward: {
-      const ForwardBatch& fb = s.forward;
-      e["params"] = {{"batch", fb.name},           {"heads", fb.heads},
-                     {"topk", fb.topk},            {"block_size", sweep.forward_block_size},
-                     {"decode_threshold", fb.decode_threshold}, {"seq_lens", fb.seq_lens},
-                     {"query_lens", fb.query_lens}};
+    case AttentionOp::kForward:
+    case AttentionOp::kRoute: {
+      const bool route = s.op == AttentionOp::kRoute;
+      const ForwardBatch& fb = route ? s.route.batch : s.forward;
+      if (route) {
+        // The route, its prefill length and the name of the other route's benchmark (null above
+        // top-k, where only the sparse route is timed).
+        e["params"] = {{"route", fb.force_sparse ? "sparse" : "dense"},
+                       {"prefill_len", s.route.prefill_len},
+                       {"prefills", s.route.prefills},
+                       {"heads", fb.heads},
+                       {"topk", fb.topk},
+                       {"block_size", sweep.routes_block_size},
+                       {"decode_threshold", fb.decode_threshold},
+                       {"seq_lens", fb.seq_lens},
+                       {"query_lens", fb.query_lens}};
+        e["pair"] = s.route.prefill_len <= fb.topk ? json(route_name(!fb.force_sparse, s.route)) : json(nullptr);
+      } else {
+        e["params"] = {{"batch", fb.name},           {"heads", fb.heads},
+                       {"topk", fb.topk},            {"block_size", sweep.forward_block_size},
+                       {"decode_threshold", fb.decode_threshold}, {"seq_lens", fb.seq_lens},
+                       {"query_lens", fb.query_lens}};
+      }
       const ForwardFlops f = forward_flops_model(fb);
       int64_t tokens = 0;
       for (int32_t q : fb.query_lens) tokens += q;

@@ -9,20 +9,24 @@
 //             max_convert_elements, max_attention_flops}}
 //   shapes    one object per benchmark, in registration order:
 //     name         the benchmark's name; run_name: as Google Benchmark writes it ("/manual_time")
-//     op           pack | gather | convert | sparse_mqa | dense_mha | forward
+//     op           pack | gather | convert | sparse_mqa | dense_mha | forward | route
 //     params       pack {block_size, tokens}; gather {block_size, seq_starts, rows};
 //                  convert {block_size, topk, rows}; sparse_mqa {block_size, batch, query_tokens,
 //                  heads, topk, seq_len}; dense_mha {heads, tokens, requests, keys_per_request
 //                  (null: each request's keys are its queries), causal, query_lens, key_lens};
-//                  forward {batch, heads, topk, block_size, decode_threshold, seq_lens, query_lens}
+//                  forward {batch, heads, topk, block_size, decode_threshold, seq_lens, query_lens};
+//                  route {route (dense | sparse), prefill_len, prefills, heads, topk, block_size,
+//                  decode_threshold, seq_lens, query_lens}
+//     pair         route only: the other route's benchmark name on the same batch, null when the
+//                  prefills are longer than top-k (only the sparse route is timed there)
 //     items        items_per_second's items per call (tokens, rows, indices, query tokens)
-//     bytes        bytes_per_second's bytes per call; null for forward (the sum over the launches
+//     bytes        bytes_per_second's bytes per call; null for forward and route (the sum over the launches
 //                  it records when it runs)
 //     flops        flops_per_second's FLOPs per call (0 for the cache path; forward: the model,
 //                  which its label compares with the launches it records)
 //     model        sparse_mqa {distinct_entries: the cache entries its byte model counts, from
 //                  the sweep's seed as the benchmark draws them}; dense_mha {pairs};
-//                  forward {sparse_attention_flops, dense_attention_flops, gemm_flops,
+//                  forward and route {sparse_attention_flops, dense_attention_flops, gemm_flops,
 //                  sparse_tokens, dense_tokens}
 //     label        the cache path's label (attention labels depend on the prepared inputs)
 //     host_capped  the host backend leaves it out unless --no-host-caps

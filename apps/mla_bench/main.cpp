@@ -49,7 +49,8 @@ constexpr const char* kBenchmarkFlagsHelp =
     "  --benchmark_filter=REGEX         run only matching benchmarks (names: pack/B:64/tokens:1024,\n"
     "                                   gather/B:61/seq_starts:on/rows:4096, convert/B:64/K:2048/rows:64,\n"
     "                                   sparse_mqa/batch:128/q:2/H:128/K:2048/seq:8192,\n"
-    "                                   dense_mha/H:128/reqs:1/tokens:8192, forward/mixed_medium/H:128/K:2048)\n"
+    "                                   dense_mha/H:128/reqs:1/tokens:8192, forward/mixed_medium/H:128/K:2048,\n"
+    "                                   route/dense/H:128/K:2048/prefill:256)\n"
     "  --benchmark_out=FILE --benchmark_out_format=json|csv|console\n"
     "  --benchmark_repetitions=N        default: the sweep's \"repetitions\" (5 in cache_path)\n"
     "  --benchmark_report_aggregates_only=true|false   default: true (mean/median/stddev/cv)\n"
@@ -90,7 +91,7 @@ int list_sweeps() {
     const size_t shapes = s.pack_tokens.size() +
                           s.gather_block_sizes.size() * s.gather_seq_starts.size() * s.gather_rows.size() +
                           s.convert_topk.size() * s.convert_rows.size() + s.sparse_shapes.size() +
-                          s.dense_shapes.size() + s.forward_batches.size();
+                          s.dense_shapes.size() + s.forward_batches.size() + s.route_shapes.size();
     std::printf("%-12s %3zu shapes, %d repetitions  %s\n", name.c_str(), shapes, s.repetitions, s.description.c_str());
   }
   std::printf("(or --sweep FILE with a sweep file: docs/benchmarks.md)\n");

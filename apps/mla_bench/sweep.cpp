@@ -1,5 +1,6 @@
 #include "apps/mla_bench/sweep.h"
 
+#include <algorithm>
 #include <climits>
 #include <map>
 #include <set>
@@ -7,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lib/batch/batch_spec.h"
 #include "lib/scenario/input_file.h"
 #include "lib/scenario/json_keys.h"
 #include "lib/scenario/json_schema.h"
@@ -205,6 +207,84 @@ Status parse_forward(const json& f, const std::string& source, Sweep* s) {
   return Status();
 }
 
+// The route comparison: the decodes, then `prefills` requests of P new tokens each; per topk and
+// heads every prefill length (the explicit ones and the multiples of topk), ascending.
+Status parse_routes(const json& r, const std::string& source, Sweep* s) {
+  const std::string path = "/attention/routes";
+  s->routes_block_size = integer(r, "block_size", s->routes_block_size);
+  ForwardBatch base;
+  base.decode_threshold = integer(r, "decode_threshold", base.decode_threshold);
+  for (const json& g : r.at("decodes")) {
+    const auto count = static_cast<size_t>(g.at("count").get<int64_t>());
+    base.seq_lens.insert(base.seq_lens.end(), count, static_cast<int32_t>(g.at("seq_len").get<int64_t>()));
+    base.query_lens.insert(base.query_lens.end(), count, static_cast<int32_t>(g.at("query_len").get<int64_t>()));
+  }
+  const auto decodes = static_cast<int32_t>(base.seq_lens.size());
+  for (int32_t i = 0; i < decodes; ++i) {
+    if (base.query_lens[static_cast<size_t>(i)] > base.seq_lens[static_cast<size_t>(i)]) {
+      return err(source, path + "/decodes", "request " + std::to_string(i) + ": query_len " +
+                                                std::to_string(base.query_lens[static_cast<size_t>(i)]) + " > seq_len " +
+                                                std::to_string(base.seq_lens[static_cast<size_t>(i)]));
+    }
+  }
+  if (count_decodes(base.query_lens, base.decode_threshold) != decodes) {
+    return err(source, path + "/decodes",
+               "not every request is a decode: decodes have one query length, at most decode_threshold " +
+                   std::to_string(base.decode_threshold));
+  }
+  const auto prefills = integer<int32_t>(r, "prefills", 1);
+  std::vector<int64_t> lens = ints<int64_t>(r, "prefill_lens");
+  const std::vector<int64_t> multiples = ints<int64_t>(r, "prefill_topk_multiples");
+  for (int32_t k : ints<int32_t>(r, "topk")) {
+    std::vector<int64_t> ks = lens;
+    for (int64_t m : multiples) ks.push_back(m * k);
+    std::sort(ks.begin(), ks.end());
+    ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
+    for (int32_t h : ints<int32_t>(r, "heads")) {
+      for (int64_t p : ks) {
+        if (p > kMaxTokens) {
+          return err(source, path, "prefill length " + std::to_string(p) + " (K " + std::to_string(k) +
+                                       ") is more than " + std::to_string(kMaxTokens) + " tokens");
+        }
+        ForwardBatch fb = base;
+        fb.name = "routes";
+        fb.heads = h;
+        fb.topk = k;
+        fb.seq_lens.insert(fb.seq_lens.end(), static_cast<size_t>(prefills), static_cast<int32_t>(p));
+        fb.query_lens.insert(fb.query_lens.end(), static_cast<size_t>(prefills), static_cast<int32_t>(p));
+        // The split must see the prefills as prefills (a prefill of the decodes' query length, or
+        // one within the threshold with no decodes before it, would be split as a decode).
+        if (count_decodes(fb.query_lens, fb.decode_threshold) != decodes) {
+          return err(source, path, "a prefill of " + std::to_string(p) + " tokens would be split as a decode (decode " +
+                                       "threshold " + std::to_string(fb.decode_threshold) +
+                                       "): choose prefill lengths that differ from the decodes' query length");
+        }
+        int64_t pages = 0, tokens = 0;
+        for (size_t i = 0; i < fb.seq_lens.size(); ++i) {
+          pages += ceil_div(fb.seq_lens[i], s->routes_block_size);
+          tokens += fb.query_lens[i];
+        }
+        if ((pages + 8) * s->routes_block_size > INT32_MAX) {
+          return err(source, path, "prefill length " + std::to_string(p) + ": the batch has cache slots past INT32_MAX");
+        }
+        if (tokens * k > INT32_MAX) {
+          return err(source, path, "prefill length " + std::to_string(p) + ": tokens x topk exceeds INT32_MAX indices");
+        }
+        for (const bool sparse : {false, true}) {
+          if (!sparse && p > k) continue;  // the prefills would not go dense: no dense route to time
+          RouteShape rs;
+          rs.prefill_len = static_cast<int32_t>(p);
+          rs.prefills = prefills;
+          rs.batch = fb;
+          rs.batch.force_sparse = sparse;
+          s->route_shapes.push_back(std::move(rs));
+        }
+      }
+    }
+  }
+  return Status();
+}
+
 }  // namespace
 
 std::vector<std::string> builtin_sweep_names() {
@@ -281,11 +361,12 @@ Status parse_sweep(const std::string& json_text, const std::string& source, Swee
     if (a.contains("sparse_mqa")) MLA_RETURN_IF_ERROR(parse_sparse(a["sparse_mqa"], source, &s));
     if (a.contains("dense_mha")) MLA_RETURN_IF_ERROR(parse_dense(a["dense_mha"], source, &s));
     if (a.contains("forward")) MLA_RETURN_IF_ERROR(parse_forward(a["forward"], source, &s));
+    if (a.contains("routes")) MLA_RETURN_IF_ERROR(parse_routes(a["routes"], source, &s));
   }
   const bool any = !s.pack_tokens.empty() ||
                    (!s.gather_rows.empty() && !s.gather_block_sizes.empty() && !s.gather_seq_starts.empty()) ||
                    (!s.convert_rows.empty() && !s.convert_topk.empty()) || !s.sparse_shapes.empty() ||
-                   !s.dense_shapes.empty() || !s.forward_batches.empty();
+                   !s.dense_shapes.empty() || !s.forward_batches.empty() || !s.route_shapes.empty();
   if (!any) return err(source, "", "defines no benchmark (every family is absent or has an empty list)");
   *out = std::move(s);
   return Status();

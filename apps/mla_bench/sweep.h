@@ -50,6 +50,17 @@ struct ForwardBatch {
   int32_t decode_threshold = 1;
   int32_t heads = 128;
   int32_t topk = 2048;
+  bool force_sparse = false;  // every token through sparse MQA (ForwardConfig::force_sparse)
+};
+
+// One route of the route comparison (docs/benchmarks.md, "Routes"): the sweep's decodes followed
+// by `prefills` prefills of `prefill_len` new tokens each (no cached context), as one forward
+// step, with the production routing (dense; only registered when every prefill fits top-k, so
+// that the prefills do go dense) or with every token sparse (sparse).
+struct RouteShape {
+  int32_t prefill_len = 0;
+  int32_t prefills = 1;
+  ForwardBatch batch;  // the whole batch; batch.force_sparse says the route
 };
 
 struct Sweep {
@@ -81,9 +92,13 @@ struct Sweep {
   std::vector<DenseMhaShape> dense_shapes;
   int32_t forward_block_size = 64;
   std::vector<ForwardBatch> forward_batches;  // one entry per (batch, heads, topk)
+  // "attention.routes": per topk, heads and prefill length (ascending), dense (where the prefills
+  // fit top-k) then sparse.
+  int32_t routes_block_size = 64;
+  std::vector<RouteShape> route_shapes;
 
   bool has_attention() const {
-    return !sparse_shapes.empty() || !dense_shapes.empty() || !forward_batches.empty();
+    return !sparse_shapes.empty() || !dense_shapes.empty() || !forward_batches.empty() || !route_shapes.empty();
   }
 };
 

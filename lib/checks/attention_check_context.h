@@ -1,10 +1,13 @@
 // What the attention checks receive: the cache-path context plus the scenario's attention data.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "lib/batch/attention_data.h"
 #include "lib/checks/check_context.h"
+#include "lib/pipeline/forward_pipeline.h"
+#include "reference/forward_reference.h"
 
 namespace mla {
 
@@ -23,5 +26,18 @@ std::vector<CheckResult> run_forward_check(const AttentionCheckContext& ctx);
 std::vector<CheckResult> run_equivalence_check(const AttentionCheckContext& ctx);
 std::vector<CheckResult> run_dcp_check(const AttentionCheckContext& ctx);
 std::vector<CheckResult> run_determinism_check(const AttentionCheckContext& ctx);
+std::vector<CheckResult> run_drift_check(const AttentionCheckContext& ctx);  // lib/checks/drift_check.cpp
+
+// The forward step's configuration from the scenario (routing as the scenario asks).
+ForwardConfig forward_config(const AttentionCheckContext& ctx);
+
+// Why the batch has no second route to compare (docs/semantics.md §4.3: no prefill, or a prefill
+// longer than top-k); "" when its prefills can go either way.
+std::string no_dense_route(const Batch& b, int32_t topk);
+
+// The reference step's inputs for a batch, its latents (every cached position's kv_c / k_pe rows,
+// new tokens included) and its attention data, routed by the reference's own split rule.
+ref::ForwardInputs reference_forward_inputs(const Scenario& s, const Batch& b, const CacheData& cache,
+                                            const AttentionData& d, bool force_sparse, ref::NewTokenKv kv);
 
 }  // namespace mla

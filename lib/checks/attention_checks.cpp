@@ -129,31 +129,16 @@ SparseRun run_sparse_kernel(Backend& be, BufferSet& bufs, const LatentQuery& q, 
   return r;
 }
 
-ref::ForwardInputs reference_inputs(const AttentionCheckContext& ctx, bool force_sparse, ref::NewTokenKv kv) {
-  const Batch& b = ctx.batch;
-  ref::ForwardInputs in;
-  in.seq_len = b.seq_lens;
-  in.query_len = b.query_lens;
-  // The reference splits the batch by its own rule, so a wrong split in lib/ cannot hide.
-  in.num_decodes = ref::count_decode_requests(b.query_lens, ctx.scenario.batch.decode_threshold);
-  in.req_id = b.req_id_per_token;
-  in.position = b.token_pos;
-  in.num_heads = ctx.data.heads;
-  in.q_nope = ctx.data.q_nope;
-  in.q_pe = ctx.data.q_pe;
-  in.w_uk = ctx.data.w_uk;
-  in.w_uv = ctx.data.w_uv;
-  in.kv_c = ctx.cache.kv_c;
-  in.k_pe = ctx.cache.k_pe;
-  in.geometry = reference_geometry(b.layout);
-  in.block_table = reference_block_table(b.layout);
-  in.topk_positions = ctx.data.topk_pos;
-  in.topk = ctx.data.topk;
-  in.scale = ctx.scenario.model.scale;
-  in.force_sparse = force_sparse;
-  in.new_token_kv = kv;
-  return in;
+CheckResult skip(const std::string& id, const std::string& check, const std::string& why) {
+  CheckResult r;
+  r.id = id;
+  r.check = check;
+  r.verdict = Verdict::kSkip;
+  r.reason = why;
+  return r;
 }
+
+}  // namespace
 
 ForwardConfig forward_config(const AttentionCheckContext& ctx) {
   ForwardConfig cfg;
@@ -165,16 +150,38 @@ ForwardConfig forward_config(const AttentionCheckContext& ctx) {
   return cfg;
 }
 
-CheckResult skip(const std::string& id, const std::string& check, const std::string& why) {
-  CheckResult r;
-  r.id = id;
-  r.check = check;
-  r.verdict = Verdict::kSkip;
-  r.reason = why;
-  return r;
+std::string no_dense_route(const Batch& b, int32_t topk) {
+  if (b.num_decodes == b.num_reqs) return "the batch has no prefill";
+  if (!prefills_fit_topk(b, b.num_decodes, topk))
+    return "a prefill is longer than top-k: the batch has no dense route to compare";
+  return "";
 }
 
-}  // namespace
+ref::ForwardInputs reference_forward_inputs(const Scenario& s, const Batch& b, const CacheData& cache,
+                                            const AttentionData& d, bool force_sparse, ref::NewTokenKv kv) {
+  ref::ForwardInputs in;
+  in.seq_len = b.seq_lens;
+  in.query_len = b.query_lens;
+  // The reference splits the batch by its own rule, so a wrong split in lib/ cannot hide.
+  in.num_decodes = ref::count_decode_requests(b.query_lens, s.batch.decode_threshold);
+  in.req_id = b.req_id_per_token;
+  in.position = b.token_pos;
+  in.num_heads = d.heads;
+  in.q_nope = d.q_nope;
+  in.q_pe = d.q_pe;
+  in.w_uk = d.w_uk;
+  in.w_uv = d.w_uv;
+  in.kv_c = cache.kv_c;
+  in.k_pe = cache.k_pe;
+  in.geometry = reference_geometry(b.layout);
+  in.block_table = reference_block_table(b.layout);
+  in.topk_positions = d.topk_pos;
+  in.topk = d.topk;
+  in.scale = s.model.scale;
+  in.force_sparse = force_sparse;
+  in.new_token_kv = kv;
+  return in;
+}
 
 std::vector<CheckResult> run_sparse_mqa_check(const AttentionCheckContext& ctx) {
   const int64_t T = ctx.batch.num_tokens;
@@ -311,7 +318,8 @@ std::vector<CheckResult> run_forward_check(const AttentionCheckContext& ctx) {
   out.push_back(timed_check("forward", "forward", [&] {
     BufferSet bufs(ctx.backend);
     got = run_forward(ctx.backend, bufs, ctx.batch, ctx.data, cfg);
-    const ref::ForwardInputs in = reference_inputs(ctx, cfg.force_sparse, ref::NewTokenKv::kBf16);
+    const ref::ForwardInputs in = reference_forward_inputs(ctx.scenario, ctx.batch, ctx.cache, ctx.data,
+                                                           cfg.force_sparse, ref::NewTokenKv::kBf16);
     const ref::ForwardOutputs want = ref::forward(in, ctx.cache.ref_cache);
     CheckResult r;
     r.metrics = compare_tolerance(want.out, widen_bf16(got.out), ctx.scenario.attention.tolerances.forward);
@@ -345,11 +353,8 @@ std::vector<CheckResult> run_forward_check(const AttentionCheckContext& ctx) {
 
 std::vector<CheckResult> run_equivalence_check(const AttentionCheckContext& ctx) {
   const Batch& b = ctx.batch;
-  const bool has_prefill = b.num_decodes < b.num_reqs;
-  if (!has_prefill || !prefills_fit_topk(b, b.num_decodes, ctx.data.topk))
-    return {skip("equivalence", "equivalence",
-                 has_prefill ? "a prefill is longer than top-k: the batch has no dense route to compare"
-                             : "the batch has no prefill")};
+  if (const std::string why = no_dense_route(b, ctx.data.topk); !why.empty())
+    return {skip("equivalence", "equivalence", why)};
   // Prefill rows of the forced-sparse run against the dense run, two ways (docs/semantics.md §4.3).
   const int64_t first = b.num_decode_tokens;
   const int64_t width = int64_t{ctx.data.heads} * kDv;

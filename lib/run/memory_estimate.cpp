@@ -121,6 +121,7 @@ MemoryEstimate estimate_memory(const Scenario& s) {
       case CheckKind::kEquivalence: take(both); break;
       case CheckKind::kDcp: take(dcp); break;
       case CheckKind::kDeterminism: take(twice); break;
+      case CheckKind::kDrift: take(both); break;  // both routes, one layer's buffers at a time
     }
   }
   MemoryEstimate e;

@@ -78,6 +78,7 @@ ScenarioResult run_scenario(const Scenario& s, Backend& backend_under_test, Inje
           case CheckKind::kEquivalence: rs = run_equivalence_check(actx); break;
           case CheckKind::kDcp: rs = run_dcp_check(actx); break;
           case CheckKind::kDeterminism: rs = run_determinism_check(actx); break;
+          case CheckKind::kDrift: rs = run_drift_check(actx); break;
         }
       }
       const std::vector<std::string> notes = backend.take_notes();

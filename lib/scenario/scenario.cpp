@@ -54,6 +54,7 @@ const char* to_string(CheckKind k) {
     case CheckKind::kEquivalence: return "equivalence";
     case CheckKind::kDcp: return "dcp";
     case CheckKind::kDeterminism: return "determinism";
+    case CheckKind::kDrift: return "drift";
   }
   return "?";
 }
@@ -69,12 +70,14 @@ std::optional<CheckKind> check_kind_from_string(const std::string& s) {
   if (s == "equivalence") return CheckKind::kEquivalence;
   if (s == "dcp") return CheckKind::kDcp;
   if (s == "determinism") return CheckKind::kDeterminism;
+  if (s == "drift") return CheckKind::kDrift;
   return std::nullopt;
 }
 
 bool is_attention_check(CheckKind k) {
   return k == CheckKind::kSparseMqa || k == CheckKind::kDenseMha || k == CheckKind::kForward ||
-         k == CheckKind::kEquivalence || k == CheckKind::kDcp || k == CheckKind::kDeterminism;
+         k == CheckKind::kEquivalence || k == CheckKind::kDcp || k == CheckKind::kDeterminism ||
+         k == CheckKind::kDrift;
 }
 
 std::string check_kind_names() {
@@ -409,7 +412,7 @@ Tolerance read_tolerance(const json& j, const std::string& path, Tolerance t) {
 
 AttentionConfig read_attention(const json& j, const std::string& path) {
   expect_object(j, path);
-  reject_unknown_keys(j, path, {"force_sparse", "workspace_rows", "dcp", "tolerances"});
+  reject_unknown_keys(j, path, {"force_sparse", "workspace_rows", "dcp", "drift", "tolerances"});
   AttentionConfig a;
   if (auto* v = find(j, "force_sparse")) a.force_sparse = read_bool(*v, at(path, "force_sparse"));
   if (auto* v = find(j, "workspace_rows")) a.workspace_rows = read_int32(*v, at(path, "workspace_rows"), 0);
@@ -419,6 +422,12 @@ AttentionConfig read_attention(const json& j, const std::string& path) {
     reject_unknown_keys(*v, dpath, {"world_size", "interleave"});
     if (auto* w = find(*v, "world_size")) a.dcp_world_size = read_int32(*w, at(dpath, "world_size"), 1, 1024);
     if (auto* w = find(*v, "interleave")) a.dcp_interleave = read_int32(*w, at(dpath, "interleave"), 1);
+  }
+  if (auto* v = find(j, "drift")) {
+    const std::string dpath = at(path, "drift");
+    expect_object(*v, dpath);
+    reject_unknown_keys(*v, dpath, {"layers"});
+    if (auto* w = find(*v, "layers")) a.drift_layers = read_int32(*w, at(dpath, "layers"), 1, kMaxDriftLayers);
   }
   if (auto* v = find(j, "tolerances")) {
     const std::string tpath = at(path, "tolerances");

@@ -27,8 +27,9 @@ std::optional<PageOrder> page_order_from_string(const std::string& s);
 enum class CheckKind {
   kPack, kGather, kConvert, kLayout,                            // cache path (docs/semantics.md §1-§3)
   kSparseMqa, kDenseMha, kForward, kEquivalence, kDcp, kDeterminism,  // attention (docs/semantics.md §4-§5)
+  kDrift,                                                       // both routes through a layer stack (docs/drift.md)
 };
-inline constexpr CheckKind kLastCheckKind = CheckKind::kDeterminism;  // for iterating over all
+inline constexpr CheckKind kLastCheckKind = CheckKind::kDrift;  // for iterating over all
 const char* to_string(CheckKind k);
 std::optional<CheckKind> check_kind_from_string(const std::string& s);
 // Every check's name, in enum order, joined with ", " (for error messages).
@@ -98,11 +99,15 @@ struct AttentionTolerances {
   Tolerance dcp{1e-3, 3.01 / 128, 1e-5};
 };
 
+// The drift check's stack depth: at most the model's 61 layers (docs/drift.md).
+inline constexpr int32_t kMaxDriftLayers = 61;
+
 struct AttentionConfig {
   bool force_sparse = false;       // route every token to sparse MQA
   int64_t workspace_rows = 0;      // context gather workspace (rows); 0 = one chunk per request
   int32_t dcp_world_size = 2;      // the dcp check: simulated ranks
   int32_t dcp_interleave = 1;
+  int32_t drift_layers = 8;        // the drift check: layers of the synthetic stack, 1..kMaxDriftLayers
   AttentionTolerances tolerances;
 };
 
