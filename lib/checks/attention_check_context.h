@@ -15,6 +15,7 @@ struct AttentionCheckContext {
   Injection injection = Injection::kNone;
   const CacheData& cache;
   const AttentionData& data;
+  CheckHooks hooks = {};
 };
 
 std::vector<CheckResult> run_sparse_mqa_check(const AttentionCheckContext& ctx);
@@ -23,5 +24,6 @@ std::vector<CheckResult> run_forward_check(const AttentionCheckContext& ctx);
 std::vector<CheckResult> run_equivalence_check(const AttentionCheckContext& ctx);
 std::vector<CheckResult> run_dcp_check(const AttentionCheckContext& ctx);
 std::vector<CheckResult> run_determinism_check(const AttentionCheckContext& ctx);
+std::vector<CheckResult> run_merge_check(const AttentionCheckContext& ctx);
 
 }  // namespace mla

@@ -85,12 +85,15 @@ ScenarioResult run_here(const SuiteOptions& opt, const Scenario& s,
   const char* hang = std::getenv("MLA_CHECK_TEST_HANG");
   const bool crash_here = opt.isolate && crash && s.name == crash;
   const bool hang_here = opt.isolate && hang && s.name == hang;
-  if (!crash_here && !hang_here) return run_scenario(s, *backend, opt.injection, on_check);
-  return run_scenario(s, *backend, opt.injection, [&](const CheckResult& c) {
-    if (on_check) on_check(c);
-    if (crash_here) std::raise(SIGSEGV);
-    for (;;) ::pause();
-  });
+  if (!crash_here && !hang_here) return run_scenario(s, *backend, opt.injection, on_check, opt.dump);
+  return run_scenario(
+      s, *backend, opt.injection,
+      [&](const CheckResult& c) {
+        if (on_check) on_check(c);
+        if (crash_here) std::raise(SIGSEGV);
+        for (;;) ::pause();
+      },
+      opt.dump);
 }
 
 // The body of a scenario's child: streams "check JSON" lines as checks finish and one

@@ -41,6 +41,7 @@ struct SuiteOptions {
   // always run one at a time (mla-check refuses --no-isolate with --jobs other than 1).
   size_t jobs = 1;
   std::string repro_prefix;         // e.g. "build/bin/mla-check --backend host"
+  DumpOptions dump;                 // --dump: each scenario writes its arrays (in its own process)
   // Progress display; i is the scenario's index in `scenarios`. on_start is called in that order,
   // just before each scenario starts; on_result after each one ends, in the order they end (the
   // same order when jobs is 1). An exception from either ends run_suite and kills the scenario
