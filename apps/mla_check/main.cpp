@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,15 @@ int run(int argc, char** argv) {
                "(else the checks that need them are skipped)");
   app.add_option("--report", report_path, "Write the JSON report (schema mla-harness.report/1) to FILE");
   app.add_option("--inject", inject_name, "Reproduce a known failure mode (see --list-injections)");
+  std::string dump_dir;
+  int64_t dump_max_bytes = kDefaultDumpMaxBytes;
+  app.add_option("--dump", dump_dir,
+                 "Write every check's inputs, outputs and reference results as .npy files with an index.json per "
+                 "scenario under DIR (docs/dump.md)");
+  app.add_option("--dump-max-bytes", dump_max_bytes,
+                 "Bytes of arrays --dump writes per scenario at most; what would pass it is left out and listed")
+      ->check(CLI::Range(int64_t{0}, INT64_MAX))
+      ->capture_default_str();
   app.add_flag("--list-injections", list_injections, "List the failure injections and exit");
   std::string seed_text;  // parsed below: CLI11 wraps "-1" and saturates past 2^64 - 1 for uint64
   app.add_option("--seed", seed_text, "Override every scenario's seed (an integer in [0, 2^64 - 1])");
@@ -160,7 +170,7 @@ int run(int argc, char** argv) {
   }
   if (list_injections) {
     for (const auto& i : all_injections())
-      std::printf("%-20s caught by %-8s as %-4s  %s\n", i.name, i.expected_check, i.expected_verdict, i.description);
+      std::printf("%-25s caught by %-11s as %-4s  %s\n", i.name, i.expected_check, i.expected_verdict, i.description);
     return kExitPass;
   }
   const auto injection = injection_from_string(inject_name);
@@ -242,6 +252,16 @@ int run(int argc, char** argv) {
     }
   }
 
+  if (!dump_dir.empty()) {  // refused now, not after the whole suite has run
+    std::error_code ec;
+    std::filesystem::create_directories(dump_dir, ec);
+    if (ec || !std::filesystem::is_directory(dump_dir)) {
+      std::fprintf(stderr, "mla-check: --dump: cannot create the directory %s: %s\n", dump_dir.c_str(),
+                   ec ? ec.message().c_str() : "a file of that name exists");
+      return kExitUsage;
+    }
+  }
+
   if (adapter_fallback && choice.kind != BackendChoice::Kind::kPython) {
     std::fprintf(stderr, "mla-check: --adapter-fallback needs --backend python:ADAPTER.py\n");
     return kExitUsage;
@@ -284,6 +304,8 @@ int run(int argc, char** argv) {
   opt.isolate = !no_isolate;
   opt.timeout_s = timeout_s;
   opt.jobs = jobs > 0 ? static_cast<size_t>(jobs) : auto_jobs(probe.on_gpu);
+  opt.dump.dir = dump_dir;
+  opt.dump.max_bytes = dump_max_bytes;
   opt.repro_prefix = std::string(argv[0]) + " --backend " + to_string(probe.resolved) +
                      (adapter_fallback ? " --adapter-fallback" : "") +
                      (inject_name.empty() ? "" : " --inject " + inject_name) +
@@ -321,6 +343,11 @@ int run(int argc, char** argv) {
     }
   }
   app::print_summary(stdout, report, report_path);
+  // --dump's cap is never passed silently: each check that left arrays out says so.
+  for (const auto& s : report.scenarios)
+    for (const auto& c : s.checks)
+      for (const auto& note : c.notes)
+        if (note.rfind("--dump:", 0) == 0) std::fprintf(stderr, "mla-check: %s / %s: %s\n", s.name.c_str(), c.id.c_str(), note.c_str());
 
   // A failed check outranks a runtime error in the exit code: an OOB in one scenario must not
   // read as infrastructure trouble because another scenario crashed.
@@ -333,8 +360,8 @@ int run(int argc, char** argv) {
   if (*injection != Injection::kNone) {
     const InjectionOutcome o = injection_outcome(*injection, report.scenarios);
     std::printf("injection %s: %s\n", to_string(*injection), o.summary.c_str());
-    if (!o.caught && o.exercised) return kExitFail;  // the harness missed a known failure: its own bug
-    if (!o.caught) return kExitUsage;                // the selection cannot exercise the injection
+    if (!o.caught && o.exercised) return kExitFail;  // the injection altered something and no check failed: the harness's own bug
+    if (!o.caught) return kExitUsage;                // nothing selected meets the injection's condition
   }
   if (failed) return kExitFail;
   return errored ? kExitRuntime : kExitPass;

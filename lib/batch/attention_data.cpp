@@ -34,9 +34,13 @@ AttentionData make_attention_data(const Scenario& s, const Batch& b, const Cache
   for (auto& q : d.q_nope) q = bf16_of(qr.uniform(-1.0, 1.0));
   for (auto& q : d.q_pe) q = bf16_of(qr.uniform(-1.0, 1.0));
 
-  Rng tr = Rng(s.seed).fork(kStreamTopk);
-  d.topk_pos.resize(static_cast<size_t>(T) * K);
-  for (int64_t t = 0; t < T; ++t) pick_visible_topk(tr, b.token_pos[static_cast<size_t>(t)], K, &d.topk_pos[static_cast<size_t>(t) * K]);
+  if (s.attention.topk_positions) {
+    d.topk_pos = pinned_rows(*s.attention.topk_positions, K);
+  } else {
+    Rng tr = Rng(s.seed).fork(kStreamTopk);
+    d.topk_pos.resize(static_cast<size_t>(T) * K);
+    for (int64_t t = 0; t < T; ++t) pick_visible_topk(tr, b.token_pos[static_cast<size_t>(t)], K, &d.topk_pos[static_cast<size_t>(t) * K]);
+  }
 
   // New tokens' latent rows and slots; the context-only cache.
   d.new_kv_c.resize(static_cast<size_t>(T) * kDc);

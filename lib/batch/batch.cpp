@@ -63,7 +63,7 @@ Batch materialise(const Scenario& s) {
   b.num_reqs = static_cast<int32_t>(s.batch.seq_lens.size());
   b.seq_lens = s.batch.seq_lens;
   b.query_lens = s.batch.query_lens;
-  b.num_decodes = count_decodes(b.query_lens, s.batch.decode_threshold);
+  b.num_decodes = decode_requests(s.batch);
 
   // New tokens, request order.
   for (int32_t r = 0; r < b.num_reqs; ++r) {
@@ -84,23 +84,28 @@ Batch materialise(const Scenario& s) {
   l.block_size = B;
   l.page_stride_bytes = static_cast<int64_t>(B) * DsMlaEntry::kBytes + s.cache.page_padding_bytes;
 
-  // Block table: width = widest request + extra columns; entries inside the width that hold no
-  // page are -1. The stride padding past the width holds a real page (the first of the pool in
-  // page order), so a kernel that ignores the width reads wrong data instead of a harmless -1.
-  int32_t widest = 0;
-  for (int32_t len : b.seq_lens) widest = std::max(widest, static_cast<int32_t>((int64_t{len} + B - 1) / B));
+  // Block table: width = widest request (or pinned row) + extra columns; entries inside the width
+  // that hold no page are -1. The stride padding past the width holds a real page (the first of
+  // the pool in page order), so a kernel that ignores the width reads wrong data instead of a
+  // harmless -1.
   l.num_reqs = b.num_reqs;
-  l.block_table_width = widest + s.block_table.extra_columns;
+  l.block_table_width = static_cast<int32_t>(block_table_width(s));
   l.block_table_stride = int64_t{l.block_table_width} + s.block_table.stride_padding;
   l.block_table.assign(static_cast<size_t>(l.num_reqs * l.block_table_stride), -1);
   // Pages are handed out request-major, logical block order, from the pool in page order; the
   // pages left over are the spares (never referenced, NaN-filled by whoever builds the cache).
+  // Pinned rows are copied as written instead.
   const std::vector<int32_t> pages = page_order(s.cache.page_order, l.num_blocks, s.seed);
   size_t next_page = 0;
   for (int32_t r = 0; r < b.num_reqs; ++r) {
     const int64_t blocks = (int64_t{b.seq_lens[r]} + B - 1) / B;
     int32_t* row = &l.block_table[static_cast<size_t>(r * l.block_table_stride)];
-    for (int64_t c = 0; c < blocks; ++c) row[c] = pages[next_page++];
+    if (s.block_table.rows) {
+      const std::vector<int32_t>& pinned = (*s.block_table.rows)[static_cast<size_t>(r)];
+      std::copy(pinned.begin(), pinned.end(), row);
+    } else {
+      for (int64_t c = 0; c < blocks; ++c) row[c] = pages[next_page++];
+    }
     for (int64_t c = l.block_table_width; c < l.block_table_stride; ++c) row[c] = pages[0];
   }
 

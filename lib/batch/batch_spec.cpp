@@ -45,4 +45,8 @@ int32_t count_decodes(const std::vector<int32_t>& query_lens, int32_t decode_thr
   return n;
 }
 
+int32_t decode_requests(const BatchSpec& b) {
+  return b.num_decodes ? *b.num_decodes : count_decodes(b.query_lens, b.decode_threshold);
+}
+
 }  // namespace mla

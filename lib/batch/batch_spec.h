@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace mla {
@@ -20,6 +21,9 @@ struct BatchSpec {
   std::vector<int32_t> seq_lens;
   std::vector<int32_t> query_lens;
   int32_t decode_threshold = 1;  // 1, or 1 + draft tokens with multi-token prediction
+  // Pinned: the first num_decodes requests are the decodes and the rest prefills, whatever the
+  // threshold rule says (docs/scenarios.md "batch"). Unset: count_decodes decides.
+  std::optional<int32_t> num_decodes;
 };
 
 // "batch": {"generate": ...}: the ranges a batch is drawn from (all bounds inclusive). Kept in
@@ -44,5 +48,8 @@ int64_t blocks_needed(const BatchSpec& b, int32_t block_size);
 // Decode requests: leading requests with query_len <= threshold and equal to the first one's.
 // Requests padded to 0 tokens are not decodes.
 int32_t count_decodes(const std::vector<int32_t>& query_lens, int32_t decode_threshold);
+
+// The batch's decode requests: the pinned count when set, else count_decodes.
+int32_t decode_requests(const BatchSpec& b);
 
 }  // namespace mla

@@ -1,6 +1,8 @@
 #include "lib/batch/topk_indices.h"
 
+#include <algorithm>
 #include <climits>
+#include <cstddef>
 #include <unordered_set>
 #include <vector>
 
@@ -28,7 +30,8 @@ void pick_visible_topk(Rng& rng, int64_t pos, int32_t k, int32_t* row) {
 void apply_invalid_mix(Rng& rng, const InvalidMix& mix, const Batch& b, int32_t req, int32_t* row, int32_t k) {
   const int32_t B = b.layout.block_size;
   const int32_t width = b.layout.block_table_width;
-  const int32_t needed = static_cast<int32_t>((b.seq_lens[static_cast<size_t>(req)] + B - 1) / B);
+  const bool in_batch = req >= 0 && req < b.num_reqs;
+  const int32_t needed = in_batch ? static_cast<int32_t>((b.seq_lens[static_cast<size_t>(req)] + B - 1) / B) : width;
   for (int32_t j = 0; j < k; ++j) {
     double u = rng.uniform01();
     if ((u -= mix.minus_one) < 0) {
@@ -46,6 +49,12 @@ void apply_invalid_mix(Rng& rng, const InvalidMix& mix, const Batch& b, int32_t 
                               : -1;
     }
   }
+}
+
+std::vector<int32_t> pinned_rows(const IndexRows& rows, int32_t k) {
+  std::vector<int32_t> out(rows.size() * static_cast<size_t>(k), -1);
+  for (size_t t = 0; t < rows.size(); ++t) std::copy(rows[t].begin(), rows[t].end(), out.begin() + static_cast<std::ptrdiff_t>(t * k));
+  return out;
 }
 
 }  // namespace mla

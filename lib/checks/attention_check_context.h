@@ -18,6 +18,7 @@ struct AttentionCheckContext {
   Injection injection = Injection::kNone;
   const CacheData& cache;
   const AttentionData& data;
+  CheckHooks hooks = {};
 };
 
 std::vector<CheckResult> run_sparse_mqa_check(const AttentionCheckContext& ctx);
@@ -39,5 +40,6 @@ std::string no_dense_route(const Batch& b, int32_t topk);
 // new tokens included) and its attention data, routed by the reference's own split rule.
 ref::ForwardInputs reference_forward_inputs(const Scenario& s, const Batch& b, const CacheData& cache,
                                             const AttentionData& d, bool force_sparse, ref::NewTokenKv kv);
+std::vector<CheckResult> run_merge_check(const AttentionCheckContext& ctx);
 
 }  // namespace mla

@@ -4,6 +4,7 @@
 // rank (dcp), and two runs bit for bit (determinism).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "kernels/common/bf16.h"
@@ -15,6 +16,7 @@
 #include "lib/pipeline/forward_pipeline.h"
 #include "lib/pipeline/sparse_mqa_plan.h"
 #include "lib/batch/rng.h"
+#include "lib/batch/topk_indices.h"
 #include "reference/attention_reference.h"
 #include "reference/forward_reference.h"
 
@@ -23,6 +25,12 @@ namespace mla {
 namespace {
 
 constexpr uint64_t kStreamKernelInputs = 31;
+
+int32_t float_bits(float v) {
+  int32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits;
+}
 
 std::vector<uint16_t> to_bf16(const std::vector<double>& v) {
   std::vector<uint16_t> out(v.size());
@@ -71,9 +79,11 @@ LatentQuery latent_query(const AttentionData& d, int64_t T) {
 }
 
 // Global slots of the indexer's picks (through the reference conversion) with invalid entries the
-// kernel must skip: -1, INT_MIN, and slots past the pool.
+// kernel must skip: -1, INT_MIN, and slots past the pool. Pinned slots are used as written, and
+// pinned picks are converted without invalid entries mixed in.
 std::vector<int32_t> sparse_indices(const AttentionCheckContext& ctx) {
   const Batch& b = ctx.batch;
+  if (ctx.scenario.attention.sparse_mqa_slots) return pinned_rows(*ctx.scenario.attention.sparse_mqa_slots, ctx.data.topk);
   ref::ConvertInputs in;
   in.req_id = b.req_id_per_token;
   in.indices = ctx.data.topk_pos;
@@ -81,6 +91,7 @@ std::vector<int32_t> sparse_indices(const AttentionCheckContext& ctx) {
   in.block_table = reference_block_table(b.layout);
   in.block_size = b.layout.block_size;
   std::vector<int32_t> slots = ref::convert(in).out;
+  if (ctx.scenario.attention.topk_positions) return slots;
   Rng rng = Rng(ctx.scenario.seed).fork(kStreamKernelInputs);
   const int64_t capacity = b.layout.num_slots();
   for (auto& s : slots) {
@@ -146,7 +157,9 @@ ForwardConfig forward_config(const AttentionCheckContext& ctx) {
   cfg.force_sparse = ctx.scenario.attention.force_sparse;
   cfg.workspace_rows = ctx.scenario.attention.workspace_rows;
   cfg.scale = static_cast<float>(ctx.scenario.model.scale);
+  cfg.num_decodes = ctx.scenario.batch.num_decodes.value_or(-1);
   cfg.injection = ctx.injection;
+  cfg.probe = ctx.hooks.probe;
   return cfg;
 }
 
@@ -157,13 +170,67 @@ std::string no_dense_route(const Batch& b, int32_t topk) {
   return "";
 }
 
+// The forward step's inputs (forward, equivalence and determinism give the step the same ones).
+void dump_forward_inputs(const AttentionCheckContext& ctx) {
+  DumpSink* dump = ctx.hooks.dump;
+  if (dump == nullptr) return;
+  const Batch& b = ctx.batch;
+  const AttentionData& d = ctx.data;
+  const int64_t T = b.num_tokens, H = d.heads, K = d.topk;
+  dump_array(dump, "q_nope", DumpRole::kInput, "query NoPE part per new token, bf16 bits", {T, H, kDn}, d.q_nope);
+  dump_array(dump, "q_pe", DumpRole::kInput, "rotary query per new token, bf16 bits", {T, H, kDr}, d.q_pe);
+  dump_array(dump, "kv_c", DumpRole::kInput, "this step's latent of each new token, bf16 bits", {T, kDc}, d.new_kv_c);
+  dump_array(dump, "k_pe", DumpRole::kInput, "this step's rotary key of each new token, bf16 bits", {T, kDr}, d.new_k_pe);
+  dump_array(dump, "slot_mapping", DumpRole::kInput, "cache slot of each new token", {T}, d.new_slots);
+  dump_array(dump, "w_uk", DumpRole::kInput, "W_UK per head [Dn, Dc], bf16 bits", {H, kDn, kDc}, d.w_uk);
+  dump_array(dump, "w_uv", DumpRole::kInput, "W_UV per head [Dv, Dc], bf16 bits", {H, kDv, kDc}, d.w_uv);
+  dump_array(dump, "topk_positions", DumpRole::kInput, "request-local positions each token attends to (sparse route)",
+             {T, K}, d.topk_pos);
+  dump_array(dump, "req_id", DumpRole::kInput, "request of each new token", {T}, b.req_id_per_token);
+  dump_array(dump, "block_table", DumpRole::kInput, "physical page of each request's logical block; -1: none",
+             {b.num_reqs, b.layout.block_table_stride}, b.layout.block_table);
+  dump_array(dump, "cache", DumpRole::kInput, "the pool before the step: context positions packed",
+             {b.layout.num_blocks, b.layout.page_stride_bytes}, d.context_cache);
+  dump_param(dump, "num_decodes", b.num_decodes);
+  dump_param(dump, "block_size", b.layout.block_size);
+  dump_param(dump, "scale", ctx.scenario.model.scale);
+}
+
+// The routes compute one function only when the sparse route picks every position a prefill
+// token sees, once each (docs/semantics.md §4.3). Generated picks do whenever the prefills fit in
+// top-k; pinned ones may not: then why, else "".
+std::string pinned_picks_differ_from_dense(const AttentionCheckContext& ctx) {
+  if (!ctx.scenario.attention.topk_positions) return "";
+  const Batch& b = ctx.batch;
+  const int32_t K = ctx.data.topk;
+  for (int64_t t = b.num_decode_tokens; t < b.num_tokens; ++t) {
+    const int32_t r = b.req_id_per_token[static_cast<size_t>(t)];
+    const int32_t pos = b.token_pos[static_cast<size_t>(t)];
+    std::vector<int32_t> seen;
+    for (int32_t j = 0; j < K; ++j) {
+      const int32_t p = ctx.data.topk_pos[static_cast<size_t>(t * K + j)];
+      if (p >= 0 && p < b.seq_lens[static_cast<size_t>(r)]) seen.push_back(p);
+    }
+    std::sort(seen.begin(), seen.end());
+    std::vector<int32_t> visible(static_cast<size_t>(pos) + 1);
+    std::iota(visible.begin(), visible.end(), 0);
+    if (seen != visible)
+      return "the pinned top-k positions of new token " + std::to_string(t) + " (request " + std::to_string(r) +
+             ", position " + std::to_string(pos) +
+             ") are not every visible position once: the sparse route computes another function than the dense one";
+  }
+  return "";
+}
+
 ref::ForwardInputs reference_forward_inputs(const Scenario& s, const Batch& b, const CacheData& cache,
                                             const AttentionData& d, bool force_sparse, ref::NewTokenKv kv) {
   ref::ForwardInputs in;
   in.seq_len = b.seq_lens;
   in.query_len = b.query_lens;
-  // The reference splits the batch by its own rule, so a wrong split in lib/ cannot hide.
-  in.num_decodes = ref::count_decode_requests(b.query_lens, s.batch.decode_threshold);
+  // The reference splits the batch by its own rule, so a wrong split in lib/ cannot hide; a pinned
+  // decode count is an input both take.
+  in.num_decodes = s.batch.num_decodes ? *s.batch.num_decodes
+                                       : ref::count_decode_requests(b.query_lens, s.batch.decode_threshold);
   in.req_id = b.req_id_per_token;
   in.position = b.token_pos;
   in.num_heads = d.heads;
@@ -203,7 +270,7 @@ std::vector<CheckResult> run_sparse_mqa_check(const AttentionCheckContext& ctx) 
   // unsplit (one item per token, written directly).
   std::vector<CheckResult> out;
   for (const bool split : {true, false}) {
-    out.push_back(timed_check(split ? "sparse_mqa/split" : "sparse_mqa/unsplit", "sparse_mqa", [&] {
+    out.push_back(hooked_check(ctx.hooks, split ? "sparse_mqa/split" : "sparse_mqa/unsplit", "sparse_mqa", [&] {
       if (split && column_blocks < 2)
         return skip("", "", "top-k " + std::to_string(K) + " is a single 64-column block: nothing to split");
       prepare();
@@ -211,6 +278,19 @@ std::vector<CheckResult> run_sparse_mqa_check(const AttentionCheckContext& ctx) 
       BufferSet bufs(ctx.backend);
       const SparseRun run = run_sparse_kernel(ctx.backend, bufs, q, T, H, slots, K, ctx.cache.ref_cache,
                                               ctx.batch.layout, static_cast<float>(ctx.scenario.model.scale), target);
+      DumpSink* dump = ctx.hooks.dump;
+      dump_array(dump, "q_nope_lat", DumpRole::kInput, "absorbed query W_UK^T q_nope, bf16 bits", {T, H, kDc}, q.nope);
+      dump_array(dump, "q_pe", DumpRole::kInput, "rotary query, bf16 bits", {T, H, kDr}, q.pe);
+      dump_array(dump, "indices", DumpRole::kInput, "global slots per token; invalid ones are skipped", {T, K}, slots);
+      dump_array(dump, "cache", DumpRole::kInput, "the packed pool, pages of page_stride bytes",
+                 {ctx.batch.layout.num_blocks, ctx.batch.layout.page_stride_bytes}, ctx.cache.ref_cache);
+      dump_param(dump, "block_size", ctx.batch.layout.block_size);
+      dump_param(dump, "scale", ctx.scenario.model.scale);
+      dump_param(dump, "work_items", static_cast<double>(run.work_items));
+      dump_array(dump, "out_lat", DumpRole::kOutput, "latent output, bf16 bits", {T, H, kDc}, run.out_lat);
+      dump_array(dump, "lse", DumpRole::kOutput, "log-sum-exp of the scores (natural log)", {T, H}, run.lse);
+      dump_array(dump, "out_lat", DumpRole::kReference, "the reference's latent output", {T, H, kDc}, ref_res.out);
+      dump_array(dump, "lse", DumpRole::kReference, "the reference's LSE", {T, H}, ref_res.lse);
       CheckResult r;
       const AttentionTolerances& tol = ctx.scenario.attention.tolerances;
       r.metrics = compare_out_and_lse(ref_res.out, widen_bf16(run.out_lat), tol.sparse_mqa, ref_res.lse,
@@ -231,7 +311,7 @@ std::vector<CheckResult> run_dense_mha_check(const AttentionCheckContext& ctx) {
   // Requests with new tokens: causal over [context + new] keys, and unmasked over the context.
   std::vector<CheckResult> out;
   for (const bool causal : {true, false}) {
-    out.push_back(timed_check(causal ? "dense_mha/causal" : "dense_mha/context", "dense_mha", [&] {
+    out.push_back(hooked_check(ctx.hooks, causal ? "dense_mha/causal" : "dense_mha/context", "dense_mha", [&] {
       std::vector<int32_t> q_lens, k_lens;
       for (int32_t r = 0; r < b.num_reqs; ++r) {
         q_lens.push_back(b.query_lens[static_cast<size_t>(r)]);
@@ -299,6 +379,21 @@ std::vector<CheckResult> run_dense_mha_check(const AttentionCheckContext& ctx) {
             k[(t * H + h) * 192 + i] = bf16_to_f32(i < kDn ? k_nope[(t * H + h) * kDn + i] : k_pe[t * kDr + i - kDn]);
       const ref::AttentionResult ref_res =
           ref::dense_mha(q, k, widen_bf16(v), H, cu_q, cu_k, causal, ctx.scenario.model.scale);
+      DumpSink* dump = ctx.hooks.dump;
+      const int64_t R = static_cast<int64_t>(q_lens.size());
+      dump_array(dump, "cu_q", DumpRole::kInput, "query rows' prefix sums per request", {R + 1}, cu_q);
+      dump_array(dump, "cu_k", DumpRole::kInput, "key rows' prefix sums per request", {R + 1}, cu_k);
+      dump_array(dump, "q_nope", DumpRole::kInput, "query NoPE part, bf16 bits", {tq, H, kDn}, q_nope);
+      dump_array(dump, "q_pe", DumpRole::kInput, "rotary query, bf16 bits", {tq, H, kDr}, q_pe);
+      dump_array(dump, "k_nope", DumpRole::kInput, "key NoPE part, bf16 bits", {tk, H, kDn}, k_nope);
+      dump_array(dump, "k_pe", DumpRole::kInput, "rotary key shared by the heads, bf16 bits", {tk, kDr}, k_pe);
+      dump_array(dump, "v", DumpRole::kInput, "values, bf16 bits", {tk, H, kDv}, v);
+      dump_param(dump, "causal", causal ? 1 : 0);
+      dump_param(dump, "scale", ctx.scenario.model.scale);
+      dump_array(dump, "out", DumpRole::kOutput, "attention output, bf16 bits", {tq, H, kDv}, got_o);
+      dump_array(dump, "lse", DumpRole::kOutput, "log-sum-exp of the scores", {tq, H}, got_l);
+      dump_array(dump, "out", DumpRole::kReference, "the reference's output", {tq, H, kDv}, ref_res.out);
+      dump_array(dump, "lse", DumpRole::kReference, "the reference's LSE", {tq, H}, ref_res.lse);
       CheckResult r;
       const AttentionTolerances& tol = ctx.scenario.attention.tolerances;
       r.metrics = compare_out_and_lse(ref_res.out, widen_bf16(got_o), tol.dense_mha, ref_res.lse, widen_f32(got_l),
@@ -315,12 +410,16 @@ std::vector<CheckResult> run_forward_check(const AttentionCheckContext& ctx) {
   const ForwardConfig cfg = forward_config(ctx);
   ForwardResult got;
   std::vector<CheckResult> out;
-  out.push_back(timed_check("forward", "forward", [&] {
+  out.push_back(hooked_check(ctx.hooks, "forward", "forward", [&] {
     BufferSet bufs(ctx.backend);
     got = run_forward(ctx.backend, bufs, ctx.batch, ctx.data, cfg);
     const ref::ForwardInputs in = reference_forward_inputs(ctx.scenario, ctx.batch, ctx.cache, ctx.data,
                                                            cfg.force_sparse, ref::NewTokenKv::kBf16);
     const ref::ForwardOutputs want = ref::forward(in, ctx.cache.ref_cache);
+    dump_forward_inputs(ctx);
+    const int64_t T = ctx.batch.num_tokens, H = ctx.data.heads;
+    dump_array(ctx.hooks.dump, "out", DumpRole::kOutput, "the step's output, bf16 bits", {T, H, kDv}, got.out);
+    dump_array(ctx.hooks.dump, "out", DumpRole::kReference, "the reference step's output", {T, H, kDv}, want.out);
     CheckResult r;
     r.metrics = compare_tolerance(want.out, widen_bf16(got.out), ctx.scenario.attention.tolerances.forward);
     bufs.audit(r.metrics);
@@ -341,8 +440,12 @@ std::vector<CheckResult> run_forward_check(const AttentionCheckContext& ctx) {
   }));
   // The cache after the step: context untouched, new tokens packed, unused slots and padding
   // still 0xFF — byte for byte the reference's.
-  out.push_back(timed_check("forward/cache", "forward", [&] {
+  out.push_back(hooked_check(ctx.hooks, "forward/cache", "forward", [&] {
     if (got.cache.empty()) throw BackendError("the forward step did not complete; no cache to compare");
+    const std::vector<int64_t> pages{ctx.batch.layout.num_blocks, ctx.batch.layout.page_stride_bytes};
+    dump_array(ctx.hooks.dump, "cache", DumpRole::kOutput, "the pool after the step", pages, got.cache);
+    dump_array(ctx.hooks.dump, "cache", DumpRole::kReference, "the reference's pool with every token packed", pages,
+               ctx.cache.ref_cache);
     CheckResult r;
     r.metrics = compare_bytes_exact(ctx.cache.ref_cache, got.cache);
     finalize(r);
@@ -354,6 +457,8 @@ std::vector<CheckResult> run_forward_check(const AttentionCheckContext& ctx) {
 std::vector<CheckResult> run_equivalence_check(const AttentionCheckContext& ctx) {
   const Batch& b = ctx.batch;
   if (const std::string why = no_dense_route(b, ctx.data.topk); !why.empty())
+    return {skip("equivalence", "equivalence", why)};
+  if (const std::string why = pinned_picks_differ_from_dense(ctx); !why.empty())
     return {skip("equivalence", "equivalence", why)};
   // Prefill rows of the forced-sparse run against the dense run, two ways (docs/semantics.md §4.3).
   const int64_t first = b.num_decode_tokens;
@@ -368,7 +473,7 @@ std::vector<CheckResult> run_equivalence_check(const AttentionCheckContext& ctx)
   std::vector<CheckResult> out;
   for (const bool from_cache : {true, false}) {
     const std::string id = from_cache ? "equivalence/new_tokens_from_cache" : "equivalence/new_tokens_bf16";
-    out.push_back(timed_check(id, "equivalence", [&] {
+    out.push_back(hooked_check(ctx.hooks, id, "equivalence", [&] {
       BufferSet bufs(ctx.backend);
       if (sparse_out.empty()) {
         const ForwardResult sparse = run_forward(ctx.backend, bufs, b, ctx.data, sparse_cfg);
@@ -380,6 +485,14 @@ std::vector<CheckResult> run_equivalence_check(const AttentionCheckContext& ctx)
       dense_cfg.new_tokens_from_cache = from_cache;
       const ForwardResult dense = run_forward(ctx.backend, bufs, b, ctx.data, dense_cfg);
       const AttentionTolerances& tol = ctx.scenario.attention.tolerances;
+      if (ctx.hooks.dump != nullptr) {
+        dump_forward_inputs(ctx);
+        const std::vector<int64_t> shape{b.num_tokens - first, ctx.data.heads, kDv};
+        dump_array(ctx.hooks.dump, "out", DumpRole::kOutput, "the dense route's prefill rows, bf16 bits", shape,
+                   std::vector<uint16_t>(dense.out.begin() + first * width, dense.out.end()));
+        dump_array(ctx.hooks.dump, "out", DumpRole::kReference, "the forced-sparse route's prefill rows, bf16 bits",
+                   shape, std::vector<uint16_t>(sparse_out.begin() + first * width, sparse_out.end()));
+      }
       CheckResult r;
       r.metrics = compare_tolerance(prefill_rows(sparse_out), prefill_rows(dense.out),
                                     from_cache ? tol.equivalence_from_cache : tol.equivalence_bf16);
@@ -403,7 +516,7 @@ std::vector<CheckResult> run_equivalence_check(const AttentionCheckContext& ctx)
 
 std::vector<CheckResult> run_dcp_check(const AttentionCheckContext& ctx) {
   const int32_t W = ctx.scenario.attention.dcp_world_size, I = ctx.scenario.attention.dcp_interleave;
-  return {timed_check("dcp/" + std::to_string(W) + "_ranks", "dcp", [&] {
+  return {hooked_check(ctx.hooks, "dcp/" + std::to_string(W) + "_ranks", "dcp", [&] {
     const Batch& b = ctx.batch;
     const int32_t H = ctx.data.heads, K = ctx.data.topk, B = b.layout.block_size;
     const int64_t T = b.num_tokens;
@@ -501,6 +614,17 @@ std::vector<CheckResult> run_dcp_check(const AttentionCheckContext& ctx) {
     const ref::AttentionResult single = ref::sparse_mqa(q.both, H, ref::convert(in).out, K, ctx.cache.ref_cache,
                                                         reference_geometry(b.layout), ctx.scenario.model.scale);
     const AttentionTolerances& tol = ctx.scenario.attention.tolerances;
+    DumpSink* dump = ctx.hooks.dump;
+    dump_array(dump, "q_nope_lat", DumpRole::kInput, "absorbed query, bf16 bits", {T, H, kDc}, q.nope);
+    dump_array(dump, "q_pe", DumpRole::kInput, "rotary query, bf16 bits", {T, H, kDr}, q.pe);
+    dump_array(dump, "topk_positions", DumpRole::kInput, "request-local positions each token attends to", {T, K},
+               ctx.data.topk_pos);
+    dump_param(dump, "dcp_world_size", W);
+    dump_param(dump, "dcp_interleave", I);
+    dump_array(dump, "out_lat", DumpRole::kOutput, "the ranks' results merged, bf16 bits", {T, H, kDc}, got_out);
+    dump_array(dump, "lse", DumpRole::kOutput, "the merged LSE", {T, H}, got_lse);
+    dump_array(dump, "out_lat", DumpRole::kReference, "the reference over the whole cache on one rank", {T, H, kDc}, single.out);
+    dump_array(dump, "lse", DumpRole::kReference, "the single rank's LSE", {T, H}, single.lse);
     CheckResult r;
     r.metrics = compare_out_and_lse(single.out, widen_bf16(got_out), tol.dcp, single.lse, widen_f32(got_lse),
                                     tol.sparse_lse);
@@ -512,11 +636,15 @@ std::vector<CheckResult> run_dcp_check(const AttentionCheckContext& ctx) {
 }
 
 std::vector<CheckResult> run_determinism_check(const AttentionCheckContext& ctx) {
-  return {timed_check("determinism", "determinism", [&] {
+  return {hooked_check(ctx.hooks, "determinism", "determinism", [&] {
     const ForwardConfig cfg = forward_config(ctx);
     BufferSet first_bufs(ctx.backend), second_bufs(ctx.backend);
     const ForwardResult a = run_forward(ctx.backend, first_bufs, ctx.batch, ctx.data, cfg);
     const ForwardResult b = run_forward(ctx.backend, second_bufs, ctx.batch, ctx.data, cfg);
+    const int64_t T = ctx.batch.num_tokens, H = ctx.data.heads;
+    dump_forward_inputs(ctx);
+    dump_array(ctx.hooks.dump, "out", DumpRole::kOutput, "the second run's output, bf16 bits", {T, H, kDv}, b.out);
+    dump_array(ctx.hooks.dump, "out", DumpRole::kReference, "the first run's output, bf16 bits", {T, H, kDv}, a.out);
     CheckResult r;
     r.metrics = compare_bf16_exact(a.out, b.out);
     first_bufs.audit(r.metrics);
@@ -533,6 +661,92 @@ std::vector<CheckResult> run_determinism_check(const AttentionCheckContext& ctx)
     if (!r.reason.empty() && r.verdict == Verdict::kPass) r.verdict = Verdict::kFail;
     return r;
   })};
+}
+
+// The merge's edge rows (docs/semantics.md §4.2): every pair of LSEs where at least one side is
+// -inf, +inf or NaN, the other finite or not. By the rule the result is exact: the side of weight
+// one bit for bit and its LSE (m + ln 1), or out_a with -inf when neither side has weight. The
+// side of weight zero carries ordinary values, NaN, +inf or the poison pattern in its out, which
+// must not leak. Compared bit for bit against ref::merge_lse; once with a separate output (128
+// wide) and once in place over out_a / lse_a (512 wide), as the forward step and dcp merge.
+std::vector<CheckResult> run_merge_check(const AttentionCheckContext& ctx) {
+  std::vector<CheckResult> out;
+  for (const bool in_place : {false, true}) {
+    const int32_t width = in_place ? kDc : kDv;
+    const std::string id = "merge/width_" + std::to_string(width) + (in_place ? "_in_place" : "");
+    out.push_back(hooked_check(ctx.hooks, id, "merge", [&] {
+      enum Kind { kFinite, kMinusInf, kPlusInf, kNan };
+      const float kinds_value[] = {0.0f, -INFINITY, INFINITY, NAN};
+      const uint16_t zero_weight_out[] = {0, kBf16QuietNaN, 0x7F80, static_cast<uint16_t>(kPoisonByte << 8 | kPoisonByte)};
+      constexpr int kRowsPerPair = 4;
+      Rng rng = Rng(ctx.scenario.seed).fork(kStreamKernelInputs + 5 + (in_place ? 1 : 0));
+      std::vector<uint16_t> out_a, out_b;
+      std::vector<float> lse_a, lse_b;
+      for (int ka = kFinite; ka <= kNan; ++ka)
+        for (int kb = kFinite; kb <= kNan; ++kb) {
+          if (ka == kFinite && kb == kFinite) continue;  // an ordinary merge: forward and dcp hold it to a tolerance
+          for (int rep = 0; rep < kRowsPerPair; ++rep) {
+            lse_a.push_back(ka == kFinite ? static_cast<float>(rng.uniform(-8.0, 8.0)) : kinds_value[ka]);
+            lse_b.push_back(kb == kFinite ? static_cast<float>(rng.uniform(-8.0, 8.0)) : kinds_value[kb]);
+            // A side without weight (non-finite LSE, or both sides without) carries the rep's junk.
+            for (int side = 0; side < 2; ++side) {
+              const bool weighted = (side == 0 ? ka : kb) == kFinite;
+              std::vector<uint16_t>& o = side == 0 ? out_a : out_b;
+              for (int32_t e = 0; e < width; ++e)
+                o.push_back(weighted || rep == 0 ? f32_to_bf16_rne(static_cast<float>(rng.normal(0.0, 1.0)))
+                                                 : zero_weight_out[rep]);
+            }
+          }
+        }
+      const int64_t rows = static_cast<int64_t>(lse_a.size());
+      BufferSet bufs(ctx.backend);
+      MergeParams m;
+      GuardedBuffer& a_out = bufs.in_out(out_a);
+      GuardedBuffer& a_lse = bufs.in_out(lse_a);
+      m.out_a = a_out.as<bf16_t>();
+      m.lse_a = a_lse.as<float>();
+      m.out_b = bufs.input(out_b);
+      m.lse_b = bufs.input(lse_b);
+      GuardedBuffer& o = in_place ? a_out : bufs.output<bf16_t>(out_a.size(), kPoisonByte);
+      GuardedBuffer& l = in_place ? a_lse : bufs.output<float>(lse_a.size(), kPoisonByte);
+      m.out = o.as<bf16_t>();
+      m.lse = l.as<float>();
+      m.rows = rows;
+      m.width = width;
+      must(ctx.backend.merge(m));
+      must(ctx.backend.synchronize());
+      std::vector<uint16_t> got_out;
+      std::vector<float> got_lse;
+      must(o.download(got_out));
+      must(l.download(got_lse));
+      const ref::AttentionResult want =
+          ref::merge_lse(widen_bf16(out_a), widen_f32(lse_a), widen_bf16(out_b), widen_f32(lse_b), width);
+      DumpSink* dump = ctx.hooks.dump;
+      dump_array(dump, "out_a", DumpRole::kInput, "first side's rows, bf16 bits", {rows, width}, out_a);
+      dump_array(dump, "lse_a", DumpRole::kInput, "first side's LSE", {rows}, lse_a);
+      dump_array(dump, "out_b", DumpRole::kInput, "second side's rows, bf16 bits", {rows, width}, out_b);
+      dump_array(dump, "lse_b", DumpRole::kInput, "second side's LSE", {rows}, lse_b);
+      dump_param(dump, "in_place", in_place ? 1 : 0);
+      dump_array(dump, "out", DumpRole::kOutput, "merged rows, bf16 bits", {rows, width}, got_out);
+      dump_array(dump, "lse", DumpRole::kOutput, "merged LSE", {rows}, got_lse);
+      dump_array(dump, "out", DumpRole::kReference, "ref::merge_lse's rows", {rows, width}, want.out);
+      dump_array(dump, "lse", DumpRole::kReference, "ref::merge_lse's LSE", {rows}, want.lse);
+      CheckResult r;
+      r.metrics = compare_bf16_exact(to_bf16(want.out), got_out);
+      // The LSE is exact too (the weighted side's, or -inf): its fp32 bits are compared.
+      std::vector<int32_t> want_lse_bits, got_lse_bits;
+      for (double v : want.lse) want_lse_bits.push_back(float_bits(static_cast<float>(v)));
+      for (float v : got_lse) got_lse_bits.push_back(float_bits(v));
+      const Metrics lse = compare_int32_exact(want_lse_bits, got_lse_bits);
+      r.metrics.extra["lse_mismatches"] = static_cast<double>(lse.mismatches);
+      merge_into(r.metrics, lse);
+      bufs.audit(r.metrics);
+      r.metrics.extra["rows"] = static_cast<double>(rows);
+      finalize(r);
+      return r;
+    }));
+  }
+  return out;
 }
 
 }  // namespace mla

@@ -32,13 +32,19 @@ ConvertData make_convert_data(const CheckContext& ctx, const ConvertCase& c, siz
   const int32_t k = ctx.scenario.model.topk;
   ConvertData d;
   d.rows = c.rows == ConvertRows::kDecode ? b.num_decode_tokens : b.num_tokens;
-  d.req_id_rows.assign(b.req_id_per_token.begin(), b.req_id_per_token.begin() + d.rows);
-  d.indices.resize(static_cast<size_t>(d.rows) * k);
-  Rng rng = Rng(ctx.scenario.seed).fork(kStreamIndices + 1000 * case_index);
-  for (int64_t t = 0; t < d.rows; ++t) {
-    int32_t* row = &d.indices[static_cast<size_t>(t) * k];
-    pick_visible_topk(rng, b.token_pos[static_cast<size_t>(t)], k, row);
-    apply_invalid_mix(rng, c.invalid, b, b.req_id_per_token[static_cast<size_t>(t)], row, k);
+  // Pinned req_id rows and indices are used as written (validate_scenario checked their counts).
+  if (c.req_id) d.req_id_rows = *c.req_id;
+  else d.req_id_rows.assign(b.req_id_per_token.begin(), b.req_id_per_token.begin() + d.rows);
+  if (c.indices) {
+    d.indices = pinned_rows(*c.indices, k);
+  } else {
+    d.indices.resize(static_cast<size_t>(d.rows) * k);
+    Rng rng = Rng(ctx.scenario.seed).fork(kStreamIndices + 1000 * case_index);
+    for (int64_t t = 0; t < d.rows; ++t) {
+      int32_t* row = &d.indices[static_cast<size_t>(t) * k];
+      pick_visible_topk(rng, b.token_pos[static_cast<size_t>(t)], k, row);
+      apply_invalid_mix(rng, c.invalid, b, d.req_id_rows[static_cast<size_t>(t)], row, k);
+    }
   }
   if (c.prefill_workspace) {
     int32_t start = 0;
@@ -58,6 +64,7 @@ CheckResult convert_one(const CheckContext& ctx, const ConvertCase& c, const Con
   const Batch& b = ctx.batch;
   const int32_t k = ctx.scenario.model.topk;
   const bool unbounded = ctx.injection == Injection::kUnboundedConvert && d.rows < b.num_tokens;
+  if (unbounded && ctx.hooks.probe != nullptr) ctx.hooks.probe->applied();
   // Rows the launch covers: the rows of indices, or (injected bug) the whole batch's req_id.
   const int64_t launch_rows = unbounded ? b.num_tokens : d.rows;
   // Whatever the injection, guards after every per-row buffer cover the whole batch's rows (the
@@ -66,7 +73,10 @@ CheckResult convert_one(const CheckContext& ctx, const ConvertCase& c, const Con
 
   BufferSet bufs(ctx.backend);
   ConvertParams p;
-  p.req_id = bufs.input(unbounded ? b.req_id_per_token : d.req_id_rows, guard);
+  // The buggy caller's req_id: the case's rows followed by the rest of the batch's.
+  std::vector<int32_t> full_req_id = d.req_id_rows;
+  if (unbounded) full_req_id.insert(full_req_id.end(), b.req_id_per_token.begin() + d.rows, b.req_id_per_token.end());
+  p.req_id = bufs.input(unbounded ? full_req_id : d.req_id_rows, guard);
   p.num_tokens = launch_rows;
   p.indices = bufs.input(d.indices, guard);
   p.indices_rows = launch_rows;  // the buggy caller believes indices covers the whole batch
@@ -83,7 +93,7 @@ CheckResult convert_one(const CheckContext& ctx, const ConvertCase& c, const Con
     std::vector<int32_t> prefill_req = d.prefill_req;
     if (unbounded) {
       prefill_req.clear();
-      for (int32_t r : b.req_id_per_token) prefill_req.push_back(r >= b.num_decodes ? r - b.num_decodes : -1);
+      for (int32_t r : full_req_id) prefill_req.push_back(r >= b.num_decodes ? r - b.num_decodes : -1);
     }
     p.prefill_req = bufs.input(prefill_req, guard);
     p.prefill_workspace_starts = bufs.input(d.prefill_ws);
@@ -113,6 +123,27 @@ CheckResult convert_one(const CheckContext& ctx, const ConvertCase& c, const Con
   std::vector<int32_t> got_out, got_counts;
   must(out.download(got_out));
   must(counts.download(got_counts));
+  DumpSink* dump = ctx.hooks.dump;
+  const int64_t R = b.layout.num_reqs;
+  dump_array(dump, "req_id", DumpRole::kInput, "request of each row of indices", {d.rows}, d.req_id_rows);
+  dump_array(dump, "indices", DumpRole::kInput, "request-local positions picked per row; -1 padded", {d.rows, k}, d.indices);
+  dump_array(dump, "block_table", DumpRole::kInput, "physical page of each request's logical block; -1: none",
+             {R, b.layout.block_table_stride}, b.layout.block_table);
+  if (c.prefill_workspace) {
+    dump_array(dump, "prefill_req", DumpRole::kInput, "prefill index of each row; -1: not a prefill row", {d.rows},
+               d.prefill_req);
+    dump_array(dump, "prefill_workspace_starts", DumpRole::kInput, "each prefill's first workspace row",
+               {static_cast<int64_t>(d.prefill_ws.size())}, d.prefill_ws);
+  }
+  dump_param(dump, "block_size", b.layout.block_size);
+  dump_param(dump, "block_table_width", b.layout.block_table_width);
+  dump_param(dump, "dcp_world_size", c.dcp_world_size);
+  dump_param(dump, "dcp_rank", rank);
+  dump_param(dump, "dcp_interleave", c.dcp_interleave);
+  dump_array(dump, "out", DumpRole::kOutput, "global slot (or workspace row) per index; -1: invalid", {d.rows, k}, got_out);
+  dump_array(dump, "valid_count", DumpRole::kOutput, "valid indices per row", {d.rows}, got_counts);
+  dump_array(dump, "out", DumpRole::kReference, "the reference's conversion", {d.rows, k}, ref_out.out);
+  dump_array(dump, "valid_count", DumpRole::kReference, "the reference's valid counts", {d.rows}, ref_out.valid_count);
   CheckResult r;
   r.metrics = compare_int32_exact(ref_out.out, got_out);
   merge_into(r.metrics, compare_int32_exact(ref_out.valid_count, got_counts));
@@ -134,7 +165,7 @@ std::vector<CheckResult> run_convert_checks(const CheckContext& ctx) {
     for (int32_t rank = 0; rank < c.dcp_world_size; ++rank) {
       std::string id = "convert/" + c.name;
       if (c.dcp_world_size > 1) id += "/rank" + std::to_string(rank);
-      out.push_back(timed_check(id, "convert", [&] {
+      out.push_back(hooked_check(ctx.hooks, id, "convert", [&] {
         if (!d) d = make_convert_data(ctx, c, i);
         return convert_one(ctx, c, *d, rank);
       }));

@@ -36,6 +36,19 @@ CheckResult gather_one(const CheckContext& ctx, const ResolvedGather& g) {
   must(dst.download(got));
   const std::vector<uint16_t> ref =
       ref::gather(ctx.cache.ref_cache, reference_geometry(b.layout), reference_block_table(b.layout), g.workspace_starts, g.seq_starts, g.num_rows);
+  DumpSink* dump = ctx.hooks.dump;
+  const int64_t R = b.layout.num_reqs;
+  dump_array(dump, "cache", DumpRole::kInput, "the packed pool, pages of page_stride bytes",
+             {b.layout.num_blocks, b.layout.page_stride_bytes}, ctx.cache.ref_cache);
+  dump_array(dump, "block_table", DumpRole::kInput, "physical page of each request's logical block; -1: none",
+             {R, b.layout.block_table_stride}, b.layout.block_table);
+  dump_array(dump, "workspace_starts", DumpRole::kInput, "each request's first output row", {R}, g.workspace_starts);
+  if (g.seq_starts) dump_array(dump, "seq_starts", DumpRole::kInput, "each request's first source position", {R}, *g.seq_starts);
+  dump_param(dump, "block_size", b.layout.block_size);
+  dump_param(dump, "block_table_width", b.layout.block_table_width);
+  dump_param(dump, "num_rows", static_cast<double>(g.num_rows));
+  dump_array(dump, "dst", DumpRole::kOutput, "gathered rows: 512 latent + 64 rotary values, bf16 bits", {g.num_rows, 576}, got);
+  dump_array(dump, "dst", DumpRole::kReference, "the reference's rows, bf16 bits", {g.num_rows, 576}, ref);
   CheckResult r;
   r.metrics = compare_bf16_exact(ref, got);
   bufs.audit(r.metrics);
@@ -48,7 +61,7 @@ CheckResult gather_one(const CheckContext& ctx, const ResolvedGather& g) {
 std::vector<CheckResult> run_gather_checks(const CheckContext& ctx) {
   std::vector<CheckResult> out;
   for (const auto& g : ctx.batch.gathers)
-    out.push_back(timed_check("gather/" + g.name, "gather", [&] { return gather_one(ctx, g); }));
+    out.push_back(hooked_check(ctx.hooks, "gather/" + g.name, "gather", [&] { return gather_one(ctx, g); }));
   if (out.empty()) {
     CheckResult r;
     r.id = r.check = "gather";

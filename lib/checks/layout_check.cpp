@@ -10,7 +10,7 @@
 namespace mla {
 
 std::vector<CheckResult> run_layout_check(const CheckContext& ctx) {
-  return {timed_check("layout", "layout", [&] {
+  return {hooked_check(ctx.hooks, "layout", "layout", [&] {
     const Scenario& s = ctx.scenario;
     const Batch& b = ctx.batch;
     CheckResult r;
@@ -35,6 +35,10 @@ std::vector<CheckResult> run_layout_check(const CheckContext& ctx) {
     const int32_t B = s.model.block_size;
     const bool inject = ctx.injection == Injection::kPageSize576;
     const KvCacheSpec spec = sparse_kv_cache_spec(s.cache.dtype, B, b.layout.num_blocks, inject);
+    if (inject && ctx.hooks.probe != nullptr) {
+      const KvCacheSpec real = sparse_kv_cache_spec(s.cache.dtype, B, b.layout.num_blocks, false);
+      if (real.page_bytes != spec.page_bytes || real.view_shape != spec.view_shape) ctx.hooks.probe->applied();
+    }
     const std::string canonical = ref::canonical_sparse_cache_dtype(s.cache.dtype).value_or("?");
     const int64_t ref_page = ref::page_bytes(canonical, B);
     rule(spec.page_bytes == ref_page, "page bytes at block size " + std::to_string(B) + ": " +

@@ -51,7 +51,7 @@ std::vector<bool> untouched_mask(const Batch& b) {
 }  // namespace
 
 std::vector<CheckResult> run_pack_check(const CheckContext& ctx) {
-  return {timed_check("pack", "pack", [&] {
+  return {hooked_check(ctx.hooks, "pack", "pack", [&] {
     const Batch& b = ctx.batch;
     PackInputs in = make_pack_inputs(ctx.scenario, b, ctx.cache);
     const int64_t n = static_cast<int64_t>(in.slots.size());
@@ -73,6 +73,17 @@ std::vector<CheckResult> run_pack_check(const CheckContext& ctx) {
 
     std::vector<uint8_t> got;
     must(cache.download(got));
+    DumpSink* dump = ctx.hooks.dump;
+    const std::vector<int64_t> pages{b.layout.num_blocks, b.layout.page_stride_bytes};
+    dump_array(dump, "kv_c", DumpRole::kInput, "latent of every packed token (and 2 padding rows past the count)",
+               {n + 2, 512}, in.kv_c);
+    dump_array(dump, "k_pe", DumpRole::kInput, "rotary part of every packed token (and 2 padding rows)", {n + 2, 64}, in.k_pe);
+    dump_array(dump, "slot_mapping", DumpRole::kInput, "cache slot of each token; -1 or past the pool: skipped", {n},
+               in.slots);
+    dump_param(dump, "block_size", b.layout.block_size);
+    dump_array(dump, "cache", DumpRole::kOutput, "the pool after the pack (it started as 0xFF), pages of page_stride bytes",
+               pages, got);
+    dump_array(dump, "cache", DumpRole::kReference, "the reference's pool", pages, ctx.cache.ref_cache);
     const std::vector<bool> mask = untouched_mask(b);
     CheckResult r;
     r.metrics = compare_bytes_exact(ctx.cache.ref_cache, got, &mask);

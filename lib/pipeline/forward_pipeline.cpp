@@ -177,6 +177,7 @@ void run_sparse(Backend& be, BufferSet& bufs, const Batch& b, const AttentionDat
   // crash or a neighbour's corruption.
   const bool full_convert = cfg.injection == Injection::kUnboundedConvert && ns < T;
   const bool full_plan = cfg.injection == Injection::kFullBatchMetadata && ns < T;
+  if ((full_convert || full_plan) && cfg.probe != nullptr) cfg.probe->applied();
   const int64_t convert_rows = full_convert ? T : ns;
   const int64_t plan_tokens = full_plan ? T : ns;
   auto guard_for = [&](size_t row_bytes) {
@@ -251,10 +252,11 @@ ForwardResult run_forward(Backend& be, BufferSet& bufs, const Batch& b, const At
 
   // 1. The split. Failure mode 7 (injected): routing takes the non-uniform rule while the sparse
   //    side keeps the uniform one, so the two disagree on where the prefills start.
-  const int32_t nd = count_decodes(b.query_lens, cfg.decode_threshold);
+  const int32_t nd = cfg.num_decodes >= 0 ? cfg.num_decodes : count_decodes(b.query_lens, cfg.decode_threshold);
   const int32_t nd_routing = cfg.injection == Injection::kSplitMismatch
                                  ? count_decodes_nonuniform(b.query_lens, cfg.decode_threshold)
                                  : nd;
+  if (nd_routing != nd && cfg.probe != nullptr) cfg.probe->applied();
   const int64_t nd_tokens = std::accumulate(b.query_lens.begin(), b.query_lens.begin() + nd, int64_t{0});
   res.num_decodes = nd;
 

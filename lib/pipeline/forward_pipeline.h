@@ -24,6 +24,9 @@ namespace mla {
 
 struct ForwardConfig {
   int32_t decode_threshold = 1;
+  // >= 0: the decode count is given (a scenario's pinned /batch/num_decodes) instead of counted by
+  // the threshold rule.
+  int32_t num_decodes = -1;
   bool force_sparse = false;
   // Dense route: K/V of the new tokens read back from the cache (dequantized) instead of this
   // step's bf16 kv_c. Used by the equivalence check to separate quantization from rounding.
@@ -32,6 +35,7 @@ struct ForwardConfig {
   int32_t target_work_items = 264;  // sparse-MQA plan: split top-k until this many items exist
   float scale = 0.0f;
   Injection injection = Injection::kNone;
+  InjectionProbe* probe = nullptr;  // told when the injection changed something (may be null)
 };
 
 struct ForwardResult {

@@ -122,6 +122,7 @@ MemoryEstimate estimate_memory(const Scenario& s) {
       case CheckKind::kDcp: take(dcp); break;
       case CheckKind::kDeterminism: take(twice); break;
       case CheckKind::kDrift: take(both); break;  // both routes, one layer's buffers at a time
+      case CheckKind::kMerge: break;               // a few hundred rows
     }
   }
   MemoryEstimate e;

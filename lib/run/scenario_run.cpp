@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <map>
+#include <optional>
 
 #include "lib/batch/batch.h"
 #include "lib/batch/attention_data.h"
@@ -33,9 +35,13 @@ Verdict scenario_verdict(const ScenarioResult& r) {
 }
 
 ScenarioResult run_scenario(const Scenario& s, Backend& backend_under_test, Injection injection,
-                            const std::function<void(const CheckResult&)>& on_check) {
+                            const std::function<void(const CheckResult&)>& on_check, const DumpOptions& dump_options) {
   // Injections that alter a kernel's parameters live in the decorator; the others in the callers.
-  InjectingBackend backend(backend_under_test, injection);
+  // All of them tell the probe when they altered something.
+  InjectionProbe probe;
+  InjectingBackend backend(backend_under_test, injection, &probe);
+  CheckHooks hooks;
+  if (injection != Injection::kNone) hooks.probe = &probe;
   const auto t0 = std::chrono::steady_clock::now();
   ScenarioResult res;
   res.name = s.name;
@@ -49,14 +55,21 @@ ScenarioResult run_scenario(const Scenario& s, Backend& backend_under_test, Inje
       res.verdict = scenario_verdict(res);
       return res;
     }
+    std::optional<DirectoryDump> dump;
+    if (!dump_options.dir.empty()) {
+      dump.emplace(dump_options, s.name,
+                   nlohmann::json{{"scenario", s.name}, {"file", s.file}, {"seed", s.seed},
+                                  {"backend", backend.info().name}, {"injection", to_string(injection)}});
+      hooks.dump = &*dump;
+    }
     const Batch batch = materialise(s);
     const bool ds_mla = canonical_sparse_cache_dtype(s.cache.dtype).value_or("") == "fp8_ds_mla";
     const bool attention = std::any_of(s.checks.begin(), s.checks.end(), is_attention_check);
     const bool attention_inputs = attention || s.attention_checks_removed;
     const CacheData data = ds_mla ? make_cache_data(s, batch, /*large_tiles=*/!attention_inputs) : CacheData{};
-    const CheckContext ctx{backend, s, batch, injection, data};
+    const CheckContext ctx{backend, s, batch, injection, data, hooks};
     const AttentionData attn = attention && ds_mla ? make_attention_data(s, batch, data) : AttentionData{};
-    const AttentionCheckContext actx{backend, s, batch, injection, data, attn};
+    const AttentionCheckContext actx{backend, s, batch, injection, data, attn, hooks};
     for (CheckKind k : s.checks) {
       backend.begin_check(s.name, to_string(k));
       std::vector<CheckResult> rs;
@@ -79,6 +92,7 @@ ScenarioResult run_scenario(const Scenario& s, Backend& backend_under_test, Inje
           case CheckKind::kDcp: rs = run_dcp_check(actx); break;
           case CheckKind::kDeterminism: rs = run_determinism_check(actx); break;
           case CheckKind::kDrift: rs = run_drift_check(actx); break;
+          case CheckKind::kMerge: rs = run_merge_check(actx); break;
         }
       }
       const std::vector<std::string> notes = backend.take_notes();
@@ -99,31 +113,44 @@ ScenarioResult run_scenario(const Scenario& s, Backend& backend_under_test, Inje
 InjectionOutcome injection_outcome(Injection injection, const std::vector<ScenarioResult>& results) {
   const InjectionInfo& info = injection_info(injection);
   InjectionOutcome o;
-  int ran = 0, caught = 0;
+  int exercised = 0, caught = 0;
+  std::vector<std::string> missed;              // scenarios where it applied and nothing failed
+  std::map<std::string, int> caught_by;         // "check VERDICT" -> scenarios
   std::string first;
   for (const auto& s : results) {
-    bool ran_here = false, caught_here = false;
+    bool exercised_here = false, caught_here = false;
     for (const auto& c : s.checks) {
-      if (c.check != info.expected_check || c.verdict == Verdict::kSkip) continue;
-      ran_here = true;
-      caught_here = caught_here || std::string(to_string(c.verdict)) == info.expected_verdict;
+      const auto flag = c.metrics.extra.find(kInjectionAppliedMetric);
+      if (flag == c.metrics.extra.end() || !(flag->second > 0.0)) continue;
+      exercised_here = true;
+      if (!is_failure(c.verdict) || c.verdict == Verdict::kError) continue;
+      const std::string how = c.check + " " + to_string(c.verdict);
+      if (!caught_here) ++caught_by[how];
+      caught_here = true;
+      o.expected_seen = o.expected_seen || (c.check == info.expected_check && how == std::string(info.expected_check) +
+                                                                                    " " + info.expected_verdict);
     }
-    ran += ran_here;
+    exercised += exercised_here;
     caught += caught_here;
     if (caught_here && first.empty()) first = s.name;
+    if (exercised_here && !caught_here) missed.push_back(s.name);
   }
-  o.exercised = ran > 0;
+  o.exercised = exercised > 0;
   o.caught = caught > 0;
+  const std::string expected = std::string(info.expected_check) + " " + info.expected_verdict;
   if (o.caught) {
-    o.summary = "caught (" + std::string(info.expected_check) + " " + info.expected_verdict + ") in " +
-                std::to_string(caught) + " of " + std::to_string(ran) + " scenarios running " + info.expected_check +
-                ", e.g. " + first;
-  } else if (ran == 0) {
-    o.summary = std::string("NOT EXERCISED: no selected scenario runs the ") + info.expected_check +
-                " check that catches it";
+    std::string how;
+    for (const auto& [what, n] : caught_by) how += (how.empty() ? "" : ", ") + what + " in " + std::to_string(n);
+    o.summary = "caught in " + std::to_string(caught) + " of " + std::to_string(exercised) +
+                " scenarios where it applied (" + how + "), e.g. " + first;
+    if (!o.expected_seen) o.summary += "; the expected " + expected + " was not among them";
+    if (!missed.empty()) o.summary += "; applied without a failing check in " + missed.front() +
+                                      (missed.size() > 1 ? " and " + std::to_string(missed.size() - 1) + " more" : "");
+  } else if (!o.exercised) {
+    o.summary = std::string("NOT EXERCISED: no selected scenario meets its condition (") + info.condition + ")";
   } else {
-    o.summary = std::string("NOT CAUGHT: ") + std::to_string(ran) + " scenarios ran " + info.expected_check +
-                " and none ended in " + info.expected_verdict + " (the harness's own bug, or no scenario exercises it)";
+    o.summary = "NOT CAUGHT: it altered " + std::to_string(exercised) + " scenarios (e.g. " + missed.front() +
+                ") and no check of theirs failed (the harness's own bug)";
   }
   return o;
 }

@@ -81,7 +81,7 @@ ScenarioResult run_here(const SuiteOptions& opt, const Scenario& s,
     r.verdict = Verdict::kError;
     return r;
   }
-  return run_scenario(s, *backend, opt.injection, on_check);
+  return run_scenario(s, *backend, opt.injection, on_check, opt.dump);
 }
 
 // The body of a scenario's child: streams "check JSON" lines as checks finish and one

@@ -46,6 +46,7 @@ struct SuiteOptions {
   // When set, each scenario's process makes its backend with this instead of from `backend`
   // (an embedding program's own backend, or a test's).
   std::function<std::unique_ptr<Backend>(std::string* error)> make_backend;
+  DumpOptions dump;                 // --dump: each scenario writes its arrays (in its own process)
   // Progress display; i is the scenario's index in `scenarios`. on_start is called in that order,
   // just before each scenario starts; on_result after each one ends, in the order they end (the
   // same order when jobs is 1). An exception from either ends run_suite and kills the scenario

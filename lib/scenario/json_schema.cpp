@@ -250,6 +250,7 @@ bool is_enclosing_report(const std::string& description) {
       "Failed to validate against child schema #",
       "Failed to validate against additional properties schema",
       "Failed to validate against schema associated with pattern",
+      "Failed to validate against a conditional schema set by if-then-else constraints",
   };
   for (const char* p : kPrefixes) {
     if (description.rfind(p, 0) == 0) return true;

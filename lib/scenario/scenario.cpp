@@ -1,14 +1,22 @@
-// Scenario files (docs/scenarios.md): parsing, per-field rules, generated batches, and the rules
-// between fields. Parsing reports the first problem found, in document order within an object
-// (unknown keys before anything else, so that a typo is named as a typo and not as a missing key).
+// Scenario files (docs/scenarios.md): the JSON Schema (scenarios/schema/scenario.schema.json,
+// compiled in) states every field's type, range and enumeration, the required and the unknown keys;
+// a file is validated against it before any field is read. This file reads what the schema
+// accepted and keeps the rules between fields (and the few a schema cannot state: a seed past
+// INT64_MAX, integers valijson would wrap). The first problem is reported (unknown keys before
+// anything else, so that a typo is named as a typo and not as a missing key), the schema's other
+// violations after it.
 #include "lib/scenario/scenario.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <climits>
+#include <cmath>
 #include <filesystem>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <set>
+#include <tuple>
 #include <sstream>
 #include <utility>
 
@@ -55,6 +63,7 @@ const char* to_string(CheckKind k) {
     case CheckKind::kDcp: return "dcp";
     case CheckKind::kDeterminism: return "determinism";
     case CheckKind::kDrift: return "drift";
+    case CheckKind::kMerge: return "merge";
   }
   return "?";
 }
@@ -71,13 +80,14 @@ std::optional<CheckKind> check_kind_from_string(const std::string& s) {
   if (s == "dcp") return CheckKind::kDcp;
   if (s == "determinism") return CheckKind::kDeterminism;
   if (s == "drift") return CheckKind::kDrift;
+  if (s == "merge") return CheckKind::kMerge;
   return std::nullopt;
 }
 
 bool is_attention_check(CheckKind k) {
   return k == CheckKind::kSparseMqa || k == CheckKind::kDenseMha || k == CheckKind::kForward ||
          k == CheckKind::kEquivalence || k == CheckKind::kDcp || k == CheckKind::kDeterminism ||
-         k == CheckKind::kDrift;
+         k == CheckKind::kDrift || k == CheckKind::kMerge;
 }
 
 std::string check_kind_names() {
@@ -92,13 +102,46 @@ std::string check_kind_names() {
 bool Scenario::gpu_only() const { return std::find(tags.begin(), tags.end(), kGpuOnlyTag) != tags.end(); }
 
 std::string ScenarioError::to_string() const {
-  if (json_path.empty()) return file + ": " + problem;
-  return file + ": at " + json_path + ": " + problem;
+  std::string text = located_problem(file, json_path, problem);
+  for (const auto& [pointer, why] : more) text += "\n" + located_problem(file, pointer, why);
+  return text;
+}
+
+int64_t block_table_width(const Scenario& s) {
+  const int64_t B = s.model.block_size;
+  int64_t widest = 0;
+  for (size_t r = 0; r < s.batch.seq_lens.size(); ++r) {
+    widest = std::max<int64_t>(widest, B > 0 ? (int64_t{s.batch.seq_lens[r]} + B - 1) / B : 0);
+    if (s.block_table.rows && r < s.block_table.rows->size())
+      widest = std::max<int64_t>(widest, static_cast<int64_t>((*s.block_table.rows)[r].size()));
+  }
+  return widest + s.block_table.extra_columns;
+}
+
+int64_t convert_case_rows(const Scenario& s, const ConvertCase& c) {
+  const int32_t decodes = c.rows == ConvertRows::kDecode ? decode_requests(s.batch) : static_cast<int32_t>(s.batch.query_lens.size());
+  int64_t rows = 0;
+  for (int32_t r = 0; r < decodes && r < static_cast<int32_t>(s.batch.query_lens.size()); ++r) rows += s.batch.query_lens[static_cast<size_t>(r)];
+  return rows;
+}
+
+std::optional<bf16_t> tile_amax_for_scale(float scale) {
+  if (!(scale > 0.0f) || !std::isfinite(scale)) return std::nullopt;
+  if (scale == FLT_MIN) return bf16_t{0};  // an all-zero tile (so is any amax below 448 FLT_MIN)
+  // Positive bf16 bit patterns are ordered like their values: the answer, if any, is next to the
+  // rounding of scale * 448.
+  const float wanted = scale * 448.0f;
+  const int32_t guess = std::isfinite(wanted) ? f32_to_bf16_rne(wanted) : 0x7F7F;
+  for (int32_t bits = guess - 2; bits <= guess + 2; ++bits) {
+    if (bits < 0 || bits >= 0x7F80) continue;  // finite, non-negative amax only
+    if (std::max(bf16_to_f32(static_cast<bf16_t>(bits)) / 448.0f, FLT_MIN) == scale) return static_cast<bf16_t>(bits);
+  }
+  return std::nullopt;
 }
 
 namespace {
 
-// --- JSON paths and parse failures ----------------------------------------------------------------
+// --- JSON paths and failures ----------------------------------------------------------------------
 
 // A problem found while reading; load_scenario turns it into a ScenarioError naming the file.
 struct Failure {
@@ -118,193 +161,115 @@ std::string show(const json& j) {
   return s;
 }
 
-std::string describe_type(const json& j) { return describe_json_value(j); }
+// --- The schema -------------------------------------------------------------------------------------
 
-// --- Typed readers: each fails with the value's path when the type or range is wrong ---------------
-
-void expect_object(const json& j, const std::string& path) {
-  if (!j.is_object()) fail(path, "expected an object, got " + describe_type(j));
+// Generated at configure time from scenarios/schema/scenario.schema.json (lib/CMakeLists.txt): the
+// schema as a raw string, so that the binaries need no source tree at run time.
+const JsonSchema& scenario_schema() {
+  static const JsonSchema schema(
+#include "scenario_schema.inc"
+      , "scenarios/schema/scenario.schema.json (built in)");
+  return schema;
 }
 
-// Every key of `obj` must be one of `allowed` (typos must not pass silently).
-void reject_unknown_keys(const json& obj, const std::string& path, std::initializer_list<const char*> allowed) {
-  for (auto it = obj.begin(); it != obj.end(); ++it) {
-    const std::string& key = it.key();
-    bool known = false;
-    std::string list;
-    for (const char* a : allowed) {
-      if (key == a) known = true;
-      list += list.empty() ? "" : ", ";
-      list += a;
-    }
-    if (known) continue;
-    const std::string closest = closest_spelling(key, std::vector<std::string>(allowed.begin(), allowed.end()));
-    std::string problem = "unknown key \"" + key + "\"";
-    if (!closest.empty()) problem += " (did you mean \"" + closest + "\"?)";
-    problem += "; allowed here: " + list;
-    fail(at(path, key), problem);
-  }
+// valijson reads every integer as int64: a literal past INT64_MAX (stored unsigned by nlohmann)
+// would wrap to a negative value and could pass a bound. Only the seed is unsigned 64-bit.
+void reject_wrapping_integers(const json& j, const std::string& path) {
+  if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX) && path != "/seed")
+    fail(path, show(j) + " is out of range (no field but /seed takes integers past 2^63 - 1)");
+  if (j.is_object())
+    for (auto it = j.begin(); it != j.end(); ++it) reject_wrapping_integers(*it, at(path, it.key()));
+  if (j.is_array())
+    for (size_t i = 0; i < j.size(); ++i) reject_wrapping_integers(j[i], at(path, i));
 }
+
+// Validates `root` against the schema; the first violation (unknown keys first, so that a typo is
+// named as a typo and not as the missing key it was meant to be) becomes the Failure, the others
+// its `more`.
+void validate_against_schema(const json& root, std::vector<std::pair<std::string, std::string>>* more) {
+  std::vector<SchemaViolation> v = scenario_schema().validate(root);
+  if (v.empty()) return;
+  std::stable_partition(v.begin(), v.end(), [](const SchemaViolation& x) { return x.problem.rfind("unknown key", 0) == 0; });
+  for (size_t i = 1; i < v.size(); ++i) more->emplace_back(v[i].pointer, v[i].problem);
+  fail(v.front().pointer, v.front().problem);
+}
+
+// --- Readers of a document the schema has accepted (types and ranges hold) --------------------------
 
 const json* find(const json& obj, const char* key) {
   auto it = obj.find(key);
   return it == obj.end() ? nullptr : &*it;
 }
 
-const json& require(const json& obj, const std::string& path, const char* key) {
+int32_t int32_or(const json& obj, const char* key, int32_t fallback) {
   const json* v = find(obj, key);
-  if (!v) fail(at(path, key), std::string("missing required key \"") + key + "\"");
-  return *v;
+  return v ? v->get<int32_t>() : fallback;
 }
 
-int64_t read_int(const json& j, const std::string& path, int64_t lo, int64_t hi) {
-  if (!j.is_number_integer()) fail(path, "expected an integer, got " + describe_type(j));
-  // Non-negative literals are stored unsigned and may exceed INT64_MAX.
-  const bool too_big = j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
-  const int64_t v = too_big ? INT64_MAX : j.get<int64_t>();
-  if (too_big || v < lo || v > hi) {
-    std::string range;
-    if (hi == INT32_MAX || hi == INT64_MAX) range = "must be >= " + std::to_string(lo);
-    else range = "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-    fail(path, show(j) + " is out of range: " + range);
-  }
-  return v;
-}
+std::vector<int32_t> int32_list(const json& j) { return j.get<std::vector<int32_t>>(); }
+IndexRows int32_rows(const json& j) { return j.get<IndexRows>(); }
 
-int32_t read_int32(const json& j, const std::string& path, int64_t lo, int64_t hi = INT32_MAX) {
-  return static_cast<int32_t>(read_int(j, path, lo, hi));
-}
+std::pair<int32_t, int32_t> range(const json& j) { return {j[0].get<int32_t>(), j[1].get<int32_t>()}; }
 
-uint64_t read_uint64(const json& j, const std::string& path) {
-  if (!j.is_number_integer()) fail(path, "expected a non-negative integer, got " + describe_type(j));
-  if (!j.is_number_unsigned()) fail(path, show(j) + " is out of range: must be >= 0");
-  return j.get<uint64_t>();
-}
-
-double read_number(const json& j, const std::string& path) {
-  if (!j.is_number()) fail(path, "expected a number, got " + describe_type(j));
-  return j.get<double>();
-}
-
-std::string read_string(const json& j, const std::string& path) {
-  if (!j.is_string()) fail(path, "expected a string, got " + describe_type(j));
-  return j.get<std::string>();
-}
-
-bool read_bool(const json& j, const std::string& path) {
-  if (!j.is_boolean()) fail(path, "expected true or false, got " + describe_type(j));
-  return j.get<bool>();
-}
-
-const json& expect_array(const json& j, const std::string& path) {
-  if (!j.is_array()) fail(path, "expected an array, got " + describe_type(j));
-  return j;
-}
-
-std::vector<int32_t> read_int32_list(const json& j, const std::string& path, int64_t lo) {
-  expect_array(j, path);
-  std::vector<int32_t> out;
-  for (size_t i = 0; i < j.size(); ++i) out.push_back(read_int32(j[i], at(path, i), lo));
-  return out;
-}
-
-// [min, max], both in [lo, hi], min <= max.
-std::pair<int32_t, int32_t> read_range(const json& j, const std::string& path, int64_t lo, int64_t hi = INT32_MAX) {
-  if (!j.is_array() || j.size() != 2) fail(path, "expected [min, max], got " + show(j));
-  const int32_t mn = read_int32(j[0], at(path, 0), lo, hi);
-  const int32_t mx = read_int32(j[1], at(path, 1), lo, hi);
-  if (mn > mx) fail(path, "min " + std::to_string(mn) + " > max " + std::to_string(mx));
-  return {mn, mx};
-}
-
-bool valid_name(const std::string& s) {
-  if (s.empty()) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-           c == '-';
-  });
-}
-
-std::string read_name(const json& obj, const std::string& path) {
-  const std::string p = at(path, "name");
-  const std::string name = read_string(require(obj, path, "name"), p);
-  if (!valid_name(name)) fail(p, "\"" + name + "\" is not a valid name: use letters, digits, '_', '.', '-'");
-  return name;
+// [min, max] with min <= max (the schema says two values in range; their order is a rule between them).
+std::pair<int32_t, int32_t> ordered_range(const json& j, const std::string& path) {
+  const auto r = range(j);
+  if (r.first > r.second) fail(path, "min " + std::to_string(r.first) + " > max " + std::to_string(r.second));
+  return r;
 }
 
 // --- Sections -----------------------------------------------------------------------------------
 
-ModelDims read_model(const json& j, const std::string& path) {
-  expect_object(j, path);
-  reject_unknown_keys(j, path, {"heads", "topk", "block_size", "scale"});
+ModelDims read_model(const json& j) {
   ModelDims m;
-  if (auto* v = find(j, "heads")) m.heads = read_int32(*v, at(path, "heads"), 1, 1024);
-  if (auto* v = find(j, "topk")) m.topk = read_int32(*v, at(path, "topk"), 1);
-  if (auto* v = find(j, "block_size")) m.block_size = read_int32(*v, at(path, "block_size"), 1);
-  if (auto* v = find(j, "scale")) {
-    m.scale = read_number(*v, at(path, "scale"));
-    if (!(m.scale > 0.0) || !std::isfinite(m.scale)) fail(at(path, "scale"), show(*v) + " must be a finite number > 0");
-  }
+  m.heads = int32_or(j, "heads", m.heads);
+  m.topk = int32_or(j, "topk", m.topk);
+  m.block_size = int32_or(j, "block_size", m.block_size);
+  if (auto* v = find(j, "scale")) m.scale = v->get<double>();
   return m;
 }
 
-CacheConfig read_cache(const json& j, const std::string& path) {
-  expect_object(j, path);
-  reject_unknown_keys(j, path, {"dtype", "num_blocks", "spare_blocks", "page_order", "page_padding_bytes"});
+CacheConfig read_cache(const json& j) {
   CacheConfig c;
-  if (auto* v = find(j, "dtype")) {
-    c.dtype = read_string(*v, at(path, "dtype"));
-    static const char* const kDtypes[] = {"auto", "bf16", "fp8", "fp8_e4m3", "fp8_ds_mla"};
-    if (std::find_if(std::begin(kDtypes), std::end(kDtypes), [&](const char* d) { return c.dtype == d; }) ==
-        std::end(kDtypes))
-      fail(at(path, "dtype"), "\"" + c.dtype + "\" is not a cache dtype: use auto, bf16, fp8, fp8_e4m3 or fp8_ds_mla");
-  }
-  if (auto* v = find(j, "num_blocks")) c.num_blocks = read_int32(*v, at(path, "num_blocks"), 0);
-  if (auto* v = find(j, "spare_blocks")) c.spare_blocks = read_int32(*v, at(path, "spare_blocks"), 0);
-  if (auto* v = find(j, "page_order")) {
-    const std::string s = read_string(*v, at(path, "page_order"));
-    auto o = page_order_from_string(s);
-    if (!o) fail(at(path, "page_order"), "\"" + s + "\" is not a page order: use contiguous, shuffled or reversed");
-    c.page_order = *o;
-  }
-  if (auto* v = find(j, "page_padding_bytes")) {
-    c.page_padding_bytes = read_int32(*v, at(path, "page_padding_bytes"), 0);
-    if (c.page_padding_bytes % 16 != 0)
-      fail(at(path, "page_padding_bytes"), std::to_string(c.page_padding_bytes) +
-                                               " is not a multiple of 16 (entries must stay 16-byte aligned)");
+  if (auto* v = find(j, "dtype")) c.dtype = v->get<std::string>();
+  c.num_blocks = int32_or(j, "num_blocks", 0);
+  c.spare_blocks = int32_or(j, "spare_blocks", static_cast<int32_t>(c.spare_blocks));
+  if (auto* v = find(j, "page_order")) c.page_order = *page_order_from_string(v->get<std::string>());
+  c.page_padding_bytes = int32_or(j, "page_padding_bytes", 0);
+  if (auto* v = find(j, "fixed_scales")) {
+    for (const json& f : *v) {
+      FixedScale fs;
+      fs.request = f.at("request").get<int32_t>();
+      fs.position = f.at("position").get<int32_t>();
+      fs.tile = f.at("tile").get<int32_t>();
+      fs.scale = static_cast<float>(f.at("scale").get<double>());
+      c.fixed_scales.push_back(fs);
+    }
   }
   return c;
 }
 
-BlockTableConfig read_block_table(const json& j, const std::string& path) {
-  expect_object(j, path);
-  reject_unknown_keys(j, path, {"extra_columns", "stride_padding"});
+BlockTableConfig read_block_table(const json& j) {
   BlockTableConfig b;
-  if (auto* v = find(j, "extra_columns")) b.extra_columns = read_int32(*v, at(path, "extra_columns"), 0);
-  if (auto* v = find(j, "stride_padding")) b.stride_padding = read_int32(*v, at(path, "stride_padding"), 0);
+  b.extra_columns = int32_or(j, "extra_columns", b.extra_columns);
+  b.stride_padding = int32_or(j, "stride_padding", b.stride_padding);
+  if (auto* v = find(j, "rows")) b.rows = int32_rows(*v);
   return b;
 }
 
 BatchGenerator read_generator(const json& j, const std::string& path) {
-  expect_object(j, path);
-  reject_unknown_keys(j, path, {"num_requests", "num_decodes", "decode_query_len", "seq_len", "prefill_query_len",
-                                "decode_threshold"});
   BatchGenerator g;
-  std::tie(g.num_requests_min, g.num_requests_max) =
-      read_range(require(j, path, "num_requests"), at(path, "num_requests"), 1, 65536);
-  if (auto* v = find(j, "num_decodes")) std::tie(g.num_decodes_min, g.num_decodes_max) = read_range(*v, at(path, "num_decodes"), 0);
-  if (auto* v = find(j, "decode_query_len")) g.decode_query_len = read_int32(*v, at(path, "decode_query_len"), 1);
-  std::tie(g.seq_len_min, g.seq_len_max) = read_range(require(j, path, "seq_len"), at(path, "seq_len"), 0);
+  std::tie(g.num_requests_min, g.num_requests_max) = ordered_range(j.at("num_requests"), at(path, "num_requests"));
+  if (auto* v = find(j, "num_decodes")) std::tie(g.num_decodes_min, g.num_decodes_max) = ordered_range(*v, at(path, "num_decodes"));
+  g.decode_query_len = int32_or(j, "decode_query_len", g.decode_query_len);
+  std::tie(g.seq_len_min, g.seq_len_max) = ordered_range(j.at("seq_len"), at(path, "seq_len"));
   std::tie(g.prefill_query_len_min, g.prefill_query_len_max) =
-      read_range(require(j, path, "prefill_query_len"), at(path, "prefill_query_len"), 0);
-  g.decode_threshold = g.decode_query_len;
-  if (auto* v = find(j, "decode_threshold")) {
-    g.decode_threshold = read_int32(*v, at(path, "decode_threshold"), 1);
-    if (g.decode_threshold < g.decode_query_len)
-      fail(at(path, "decode_threshold"), "decode_threshold " + std::to_string(g.decode_threshold) +
-                                             " < decode_query_len " + std::to_string(g.decode_query_len) +
-                                             ": the generated decodes would not be decodes");
-  }
+      ordered_range(j.at("prefill_query_len"), at(path, "prefill_query_len"));
+  g.decode_threshold = int32_or(j, "decode_threshold", g.decode_query_len);
+  if (g.decode_threshold < g.decode_query_len)
+    fail(at(path, "decode_threshold"), "decode_threshold " + std::to_string(g.decode_threshold) +
+                                           " < decode_query_len " + std::to_string(g.decode_query_len) +
+                                           ": the generated decodes would not be decodes");
   if (g.num_decodes_max > 0 && g.seq_len_min < g.decode_query_len)
     fail(at(path, "seq_len"), "min seq_len " + std::to_string(g.seq_len_min) + " < decode_query_len " +
                                   std::to_string(g.decode_query_len) + " while decodes can be generated");
@@ -313,10 +278,8 @@ BatchGenerator read_generator(const json& j, const std::string& path) {
 
 // Reads the batch; a generated batch is resolved with `seed`.
 void read_batch(const json& j, const std::string& path, uint64_t seed, Scenario& s) {
-  expect_object(j, path);
-  reject_unknown_keys(j, path, {"seq_lens", "query_lens", "decode_threshold", "generate"});
   if (const json* gen = find(j, "generate")) {
-    for (const char* explicit_key : {"seq_lens", "query_lens", "decode_threshold"})
+    for (const char* explicit_key : {"seq_lens", "query_lens", "decode_threshold", "num_decodes"})
       if (find(j, explicit_key))
         fail(at(path, explicit_key), std::string("\"") + explicit_key +
                                          "\" cannot be combined with \"generate\" (a batch is explicit or generated)");
@@ -324,138 +287,89 @@ void read_batch(const json& j, const std::string& path, uint64_t seed, Scenario&
     s.batch = generate_batch(*s.generator, seed);
     return;
   }
-  s.batch.seq_lens = read_int32_list(require(j, path, "seq_lens"), at(path, "seq_lens"), 0);
-  s.batch.query_lens = read_int32_list(require(j, path, "query_lens"), at(path, "query_lens"), 0);
-  if (auto* v = find(j, "decode_threshold")) s.batch.decode_threshold = read_int32(*v, at(path, "decode_threshold"), 1);
+  s.batch.seq_lens = int32_list(j.at("seq_lens"));
+  s.batch.query_lens = int32_list(j.at("query_lens"));
+  s.batch.decode_threshold = int32_or(j, "decode_threshold", 1);
+  if (auto* v = find(j, "num_decodes")) s.batch.num_decodes = v->get<int32_t>();
 }
 
 GatherCase read_gather(const json& j, const std::string& path) {
-  expect_object(j, path);
   GatherCase g;
-  if (find(j, "chunked_context")) {
-    reject_unknown_keys(j, path, {"name", "chunked_context"});
-    g.name = read_name(j, path);
-    const std::string cpath = at(path, "chunked_context");
-    const json& c = *find(j, "chunked_context");
-    expect_object(c, cpath);
-    reject_unknown_keys(c, cpath, {"chunk_rows"});
-    g.chunked_context_rows = read_int32(require(c, cpath, "chunk_rows"), at(cpath, "chunk_rows"), 1);
+  g.name = j.at("name").get<std::string>();
+  if (const json* c = find(j, "chunked_context")) {
+    for (const char* key : {"workspace_starts", "seq_starts", "num_rows"})
+      if (find(j, key))
+        fail(at(path, key), std::string("\"") + key +
+                                "\" cannot be combined with \"chunked_context\" (a chunked-context case has only "
+                                "\"name\" and \"chunked_context\")");
+    g.chunked_context_rows = c->at("chunk_rows").get<int32_t>();
     return g;
   }
-  reject_unknown_keys(j, path, {"name", "workspace_starts", "seq_starts", "num_rows", "chunked_context"});
-  g.name = read_name(j, path);
-  g.workspace_starts = read_int32_list(require(j, path, "workspace_starts"), at(path, "workspace_starts"), 0);
-  if (auto* v = find(j, "seq_starts")) g.seq_starts = read_int32_list(*v, at(path, "seq_starts"), 0);
-  g.num_rows = read_int32(require(j, path, "num_rows"), at(path, "num_rows"), 0);
+  g.workspace_starts = int32_list(j.at("workspace_starts"));
+  if (auto* v = find(j, "seq_starts")) g.seq_starts = int32_list(*v);
+  g.num_rows = j.at("num_rows").get<int32_t>();
   return g;
 }
 
-ConvertCase read_convert(const json& j, const std::string& path) {
-  expect_object(j, path);
-  reject_unknown_keys(j, path, {"name", "rows", "invalid", "prefill_workspace", "dcp"});
+ConvertCase read_convert(const json& j) {
   ConvertCase c;
-  c.name = read_name(j, path);
-  if (auto* v = find(j, "rows")) {
-    const std::string rows = read_string(*v, at(path, "rows"));
-    if (rows == "decode") c.rows = ConvertRows::kDecode;
-    else if (rows == "all") c.rows = ConvertRows::kAll;
-    else fail(at(path, "rows"), "\"" + rows + "\" is not a row selection: use \"decode\" or \"all\"");
-  }
+  c.name = j.at("name").get<std::string>();
+  if (auto* v = find(j, "rows")) c.rows = v->get<std::string>() == "decode" ? ConvertRows::kDecode : ConvertRows::kAll;
   if (auto* v = find(j, "invalid")) {
-    const std::string ipath = at(path, "invalid");
-    expect_object(*v, ipath);
-    reject_unknown_keys(*v, ipath, {"minus_one", "int_min", "large_positive", "past_table", "negative_block"});
     const std::pair<const char*, double*> fields[] = {{"minus_one", &c.invalid.minus_one},
                                                       {"int_min", &c.invalid.int_min},
                                                       {"large_positive", &c.invalid.large_positive},
                                                       {"past_table", &c.invalid.past_table},
                                                       {"negative_block", &c.invalid.negative_block}};
-    double sum = 0.0;
-    for (const auto& [key, dst] : fields) {
-      if (const json* f = find(*v, key)) {
-        *dst = read_number(*f, at(ipath, key));
-        if (!(*dst >= 0.0 && *dst <= 1.0)) fail(at(ipath, key), show(*f) + " is not a fraction in [0, 1]");
-      }
-      sum += *dst;
-    }
-    if (sum > 1.0 + 1e-12) fail(ipath, "the fractions sum to " + std::to_string(sum) + ", more than 1");
+    for (const auto& [key, dst] : fields)
+      if (const json* f = find(*v, key)) *dst = f->get<double>();
   }
-  if (auto* v = find(j, "prefill_workspace")) {
-    c.prefill_workspace = read_bool(*v, at(path, "prefill_workspace"));
-    if (c.prefill_workspace && c.rows == ConvertRows::kDecode)
-      fail(at(path, "prefill_workspace"), "prefill_workspace needs prefill rows, but rows is \"decode\"");
-  }
+  if (auto* v = find(j, "prefill_workspace")) c.prefill_workspace = v->get<bool>();
   if (auto* v = find(j, "dcp")) {
-    const std::string dpath = at(path, "dcp");
-    expect_object(*v, dpath);
-    reject_unknown_keys(*v, dpath, {"world_size", "interleave"});
-    if (auto* w = find(*v, "world_size")) c.dcp_world_size = read_int32(*w, at(dpath, "world_size"), 1, 1024);
-    if (auto* w = find(*v, "interleave")) c.dcp_interleave = read_int32(*w, at(dpath, "interleave"), 1);
+    c.dcp_world_size = int32_or(*v, "world_size", c.dcp_world_size);
+    c.dcp_interleave = int32_or(*v, "interleave", c.dcp_interleave);
   }
+  if (auto* v = find(j, "req_id")) c.req_id = int32_list(*v);
+  if (auto* v = find(j, "indices")) c.indices = int32_rows(*v);
   return c;
 }
 
-Tolerance read_tolerance(const json& j, const std::string& path, Tolerance t) {
-  expect_object(j, path);
-  reject_unknown_keys(j, path, {"abs", "rel", "cos"});
-  for (const char* key : {"abs", "rel", "cos"}) {
-    const json* v = find(j, key);
-    if (!v) continue;
-    const double x = read_number(*v, at(path, key));
-    if (!std::isfinite(x) || (x < 0 && std::string(key) != "cos"))
-      fail(at(path, key), show(*v) + " must be a finite number >= 0" +
-                              (std::string(key) == "cos" ? " (or negative: not checked)" : ""));
-    (key[0] == 'a' ? t.abs : key[0] == 'r' ? t.rel : t.cos) = x;
-  }
+Tolerance read_tolerance(const json& j, Tolerance t) {
+  if (auto* v = find(j, "abs")) t.abs = v->get<double>();
+  if (auto* v = find(j, "rel")) t.rel = v->get<double>();
+  if (auto* v = find(j, "cos")) t.cos = v->get<double>();
   return t;
 }
 
-AttentionConfig read_attention(const json& j, const std::string& path) {
-  expect_object(j, path);
-  reject_unknown_keys(j, path, {"force_sparse", "workspace_rows", "dcp", "drift", "tolerances"});
+AttentionConfig read_attention(const json& j) {
   AttentionConfig a;
-  if (auto* v = find(j, "force_sparse")) a.force_sparse = read_bool(*v, at(path, "force_sparse"));
-  if (auto* v = find(j, "workspace_rows")) a.workspace_rows = read_int32(*v, at(path, "workspace_rows"), 0);
+  if (auto* v = find(j, "force_sparse")) a.force_sparse = v->get<bool>();
+  a.workspace_rows = int32_or(j, "workspace_rows", 0);
   if (auto* v = find(j, "dcp")) {
-    const std::string dpath = at(path, "dcp");
-    expect_object(*v, dpath);
-    reject_unknown_keys(*v, dpath, {"world_size", "interleave"});
-    if (auto* w = find(*v, "world_size")) a.dcp_world_size = read_int32(*w, at(dpath, "world_size"), 1, 1024);
-    if (auto* w = find(*v, "interleave")) a.dcp_interleave = read_int32(*w, at(dpath, "interleave"), 1);
+    a.dcp_world_size = int32_or(*v, "world_size", a.dcp_world_size);
+    a.dcp_interleave = int32_or(*v, "interleave", a.dcp_interleave);
   }
-  if (auto* v = find(j, "drift")) {
-    const std::string dpath = at(path, "drift");
-    expect_object(*v, dpath);
-    reject_unknown_keys(*v, dpath, {"layers"});
-    if (auto* w = find(*v, "layers")) a.drift_layers = read_int32(*w, at(dpath, "layers"), 1, kMaxDriftLayers);
-  }
+  if (auto* v = find(j, "drift")) a.drift_layers = int32_or(*v, "layers", a.drift_layers);
   if (auto* v = find(j, "tolerances")) {
-    const std::string tpath = at(path, "tolerances");
-    expect_object(*v, tpath);
     AttentionTolerances& t = a.tolerances;
-    reject_unknown_keys(*v, tpath, {"sparse_mqa", "sparse_lse", "dense_mha", "dense_lse", "forward",
-                                    "equivalence_from_cache", "equivalence_bf16", "dcp"});
     const std::pair<const char*, Tolerance*> fields[] = {
         {"sparse_mqa", &t.sparse_mqa}, {"sparse_lse", &t.sparse_lse}, {"dense_mha", &t.dense_mha},
         {"dense_lse", &t.dense_lse},   {"forward", &t.forward},       {"equivalence_from_cache", &t.equivalence_from_cache},
         {"equivalence_bf16", &t.equivalence_bf16}, {"dcp", &t.dcp}};
     for (const auto& [key, field] : fields)
-      if (auto* w = find(*v, key)) *field = read_tolerance(*w, at(tpath, key), *field);
+      if (auto* w = find(*v, key)) *field = read_tolerance(*w, *field);
   }
+  if (auto* v = find(j, "topk_positions")) a.topk_positions = int32_rows(*v);
+  if (auto* v = find(j, "sparse_mqa_slots")) a.sparse_mqa_slots = int32_rows(*v);
   return a;
 }
 
 std::vector<CheckKind> read_checks(const json& j, const std::string& path) {
-  expect_array(j, path);
-  if (j.empty()) fail(path, "no checks: a scenario that checks nothing cannot fail (omit the key for all four)");
   std::vector<CheckKind> out;
   for (size_t i = 0; i < j.size(); ++i) {
-    const std::string name = read_string(j[i], at(path, i));
-    auto k = check_kind_from_string(name);
-    if (!k)
-      fail(at(path, i), "\"" + name + "\" is not a check: use one of " + check_kind_names());
-    if (std::find(out.begin(), out.end(), *k) != out.end()) fail(at(path, i), "\"" + name + "\" is listed twice");
-    out.push_back(*k);
+    const CheckKind k = *check_kind_from_string(j[i].get<std::string>());
+    if (std::find(out.begin(), out.end(), k) != out.end()) fail(at(path, i), "\"" + j[i].get<std::string>() + "\" is listed twice");
+    out.push_back(k);
   }
   return out;
 }
@@ -467,39 +381,31 @@ void reject_duplicate_names(const std::vector<Case>& cases, const std::string& p
     if (!seen.insert(cases[i].name).second) fail(at(at(path, i), "name"), "\"" + cases[i].name + "\" is used twice");
 }
 
+// Reads a document the schema accepted; the rules between fields that concern the file's own
+// spelling (combinations of keys, ranges' order, repeated names and checks) fail here.
 Scenario read_scenario(const json& root, std::optional<uint64_t> seed_override) {
-  expect_object(root, "");
-  reject_unknown_keys(root, "", {"schema", "name", "description", "tags", "seed", "model", "cache", "block_table",
-                                 "batch", "gather", "convert", "checks", "attention"});
   Scenario s;
-  if (auto* v = find(root, "schema")) {
-    const std::string schema = read_string(*v, "/schema");
-    if (schema != kScenarioSchema)
-      fail("/schema", "\"" + schema + "\" is not supported: this harness reads \"" + kScenarioSchema + "\"");
+  s.name = root.at("name").get<std::string>();
+  if (auto* v = find(root, "description")) s.description = v->get<std::string>();
+  if (auto* v = find(root, "tags")) s.tags = v->get<std::vector<std::string>>();
+  if (auto* v = find(root, "seed")) {
+    if (!v->is_number_unsigned()) fail("/seed", show(*v) + " is out of range: must be >= 0");
+    s.seed = v->get<uint64_t>();
   }
-  s.name = read_name(root, "");
-  if (auto* v = find(root, "description")) s.description = read_string(*v, "/description");
-  if (auto* v = find(root, "tags")) {
-    expect_array(*v, "/tags");
-    for (size_t i = 0; i < v->size(); ++i) s.tags.push_back(read_string((*v)[i], at("/tags", i)));
-  }
-  if (auto* v = find(root, "seed")) s.seed = read_uint64(*v, "/seed");
   if (seed_override) s.seed = *seed_override;
-  if (auto* v = find(root, "model")) s.model = read_model(*v, "/model");
-  if (auto* v = find(root, "cache")) s.cache = read_cache(*v, "/cache");
-  if (auto* v = find(root, "block_table")) s.block_table = read_block_table(*v, "/block_table");
-  read_batch(require(root, "", "batch"), "/batch", s.seed, s);
+  if (auto* v = find(root, "model")) s.model = read_model(*v);
+  if (auto* v = find(root, "cache")) s.cache = read_cache(*v);
+  if (auto* v = find(root, "block_table")) s.block_table = read_block_table(*v);
+  read_batch(root.at("batch"), "/batch", s.seed, s);
   if (auto* v = find(root, "gather")) {
-    expect_array(*v, "/gather");
     for (size_t i = 0; i < v->size(); ++i) s.gathers.push_back(read_gather((*v)[i], at("/gather", i)));
     reject_duplicate_names(s.gathers, "/gather");
   }
   if (auto* v = find(root, "convert")) {
-    expect_array(*v, "/convert");
-    for (size_t i = 0; i < v->size(); ++i) s.converts.push_back(read_convert((*v)[i], at("/convert", i)));
+    for (size_t i = 0; i < v->size(); ++i) s.converts.push_back(read_convert((*v)[i]));
     reject_duplicate_names(s.converts, "/convert");
   }
-  if (auto* v = find(root, "attention")) s.attention = read_attention(*v, "/attention");
+  if (auto* v = find(root, "attention")) s.attention = read_attention(*v);
   if (auto* v = find(root, "checks")) s.checks = read_checks(*v, "/checks");
   else s.checks = {CheckKind::kPack, CheckKind::kGather, CheckKind::kConvert, CheckKind::kLayout};
   return s;
@@ -542,12 +448,9 @@ void check_size(const std::string& path, const std::string& what, long double by
 
 void check_sizes(const Scenario& s, int64_t pool) {
   const int32_t B = s.model.block_size;
-  int64_t widest = 0, tokens = 0;
-  for (size_t r = 0; r < s.batch.seq_lens.size(); ++r) {
-    widest = std::max<int64_t>(widest, (int64_t{s.batch.seq_lens[r]} + B - 1) / B);
-    tokens += s.batch.query_lens[r];
-  }
-  const int64_t width = widest + s.block_table.extra_columns;
+  int64_t tokens = 0;
+  for (int32_t q : s.batch.query_lens) tokens += q;
+  const int64_t width = block_table_width(s);
   // Top-k indices are int32 (docs/semantics.md §3) and address tokens up to the table's width * B, and the
   // past_table invalid values up to 4 blocks beyond it.
   if (static_cast<long double>(width + 4) * B - 1 > INT32_MAX)
@@ -603,11 +506,165 @@ void check_sizes(const Scenario& s, int64_t pool) {
   }
 }
 
+int64_t pages_of(int64_t seq_len, int32_t block_size) { return (seq_len + block_size - 1) / block_size; }
+
+// The decode count pinned by /batch/num_decodes: within the batch, and every decode has a token.
+void check_pinned_decodes(const BatchSpec& b) {
+  if (!b.num_decodes) return;
+  const int32_t n = *b.num_decodes;
+  if (n < 0) fail("/batch/num_decodes", "must be >= 0");
+  if (n > static_cast<int32_t>(b.seq_lens.size()))
+    fail("/batch/num_decodes", std::to_string(n) + " decodes, but the batch has " + std::to_string(b.seq_lens.size()) +
+                                   " requests");
+  for (int32_t r = 0; r < n; ++r)
+    if (b.query_lens[static_cast<size_t>(r)] < 1)
+      fail(at("/batch/query_lens", static_cast<size_t>(r)),
+           "request " + std::to_string(r) + " is a decode (/batch/num_decodes is " + std::to_string(n) +
+               ") but has no new token");
+}
+
+// Pinned block-table rows: one per request, covering its pages with distinct pages of the pool.
+void check_pinned_table(const Scenario& s, int64_t pool) {
+  if (!s.block_table.rows) return;
+  const IndexRows& rows = *s.block_table.rows;
+  const std::string path = "/block_table/rows";
+  const size_t num_reqs = s.batch.seq_lens.size();
+  if (rows.size() != num_reqs)
+    fail(path, "has " + std::to_string(rows.size()) + " rows; the batch has " + std::to_string(num_reqs) + " requests");
+  std::map<int32_t, std::pair<size_t, size_t>> used;  // page -> (request, column)
+  for (size_t r = 0; r < num_reqs; ++r) {
+    const int64_t pages = pages_of(s.batch.seq_lens[r], s.model.block_size);
+    if (static_cast<int64_t>(rows[r].size()) < pages)
+      fail(at(path, r), "has " + std::to_string(rows[r].size()) + " entries; request " + std::to_string(r) +
+                            " (seq_len " + std::to_string(s.batch.seq_lens[r]) + ") needs " + std::to_string(pages) +
+                            " pages of " + std::to_string(s.model.block_size) + " tokens");
+    for (size_t c = 0; c < static_cast<size_t>(pages); ++c) {
+      const int32_t page = rows[r][c];
+      if (page < 0 || page >= pool)
+        fail(at(at(path, r), c), "page " + std::to_string(page) + " is not in the pool of " + std::to_string(pool) +
+                                     " pages, and request " + std::to_string(r) + " has cached tokens in column " +
+                                     std::to_string(c));
+      const auto [it, fresh] = used.emplace(page, std::make_pair(r, c));
+      if (!fresh)
+        fail(at(at(path, r), c), "page " + std::to_string(page) + " is also " +
+                                     at(at(path, it->second.first), it->second.second) +
+                                     ": every cached position needs a slot of its own");
+    }
+  }
+}
+
+// The table entry of request r's column `column` (< the width), as materialise() lays it out.
+int64_t table_entry(const Scenario& s, size_t r, int64_t column) {
+  if (s.block_table.rows) {
+    const std::vector<int32_t>& row = (*s.block_table.rows)[r];
+    return column < static_cast<int64_t>(row.size()) ? row[static_cast<size_t>(column)] : -1;
+  }
+  return column < pages_of(s.batch.seq_lens[r], s.model.block_size) ? 0 : -1;  // generated: a page, or none
+}
+
+void check_fixed_scales(const Scenario& s) {
+  std::set<std::tuple<int32_t, int32_t, int32_t>> seen;
+  for (size_t i = 0; i < s.cache.fixed_scales.size(); ++i) {
+    const FixedScale& f = s.cache.fixed_scales[i];
+    const std::string path = at("/cache/fixed_scales", i);
+    if (f.request < 0 || f.request >= static_cast<int32_t>(s.batch.seq_lens.size()))
+      fail(at(path, "request"), "request " + std::to_string(f.request) + " is not in the batch of " +
+                                    std::to_string(s.batch.seq_lens.size()) + " requests");
+    const int32_t len = s.batch.seq_lens[static_cast<size_t>(f.request)];
+    if (f.position < 0 || f.position >= len)
+      fail(at(path, "position"), "position " + std::to_string(f.position) + " is not a cached position of request " +
+                                     std::to_string(f.request) + " (seq_len " + std::to_string(len) + ")");
+    if (f.tile < 0 || f.tile > 3) fail(at(path, "tile"), "must be in [0, 3]");
+    if (!tile_amax_for_scale(f.scale)) {
+      std::ostringstream near;
+      near.precision(9);
+      const int32_t guess = std::isfinite(f.scale * 448.0f) ? f32_to_bf16_rne(f.scale * 448.0f) : 0x7F7F;
+      for (int32_t bits : {guess - 1, guess, guess + 1}) {
+        if (bits < 0 || bits >= 0x7F80) continue;
+        near << (near.tellp() > 0 ? ", " : "") << std::max(bf16_to_f32(static_cast<bf16_t>(bits)) / 448.0f, FLT_MIN);
+      }
+      std::ostringstream want;
+      want.precision(9);
+      want << f.scale;
+      fail(at(path, "scale"), "no tile gives the fp32 scale " + want.str() +
+                                  " (max(amax / 448, FLT_MIN) for a bf16 amax); scales near it that the pack produces: " +
+                                  near.str());
+    }
+    if (!seen.insert({f.request, f.position, f.tile}).second)
+      fail(path, "tile " + std::to_string(f.tile) + " of request " + std::to_string(f.request) + " position " +
+                     std::to_string(f.position) + " is pinned twice");
+  }
+}
+
+// Pinned rows of int32: `expected` rows of at most `topk` values each.
+void check_pinned_rows(const IndexRows& rows, int64_t expected, int32_t topk, const std::string& path,
+                       const std::string& what_rows) {
+  if (static_cast<int64_t>(rows.size()) != expected)
+    fail(path, "has " + std::to_string(rows.size()) + " rows; " + what_rows + " " + std::to_string(expected));
+  for (size_t t = 0; t < rows.size(); ++t)
+    if (static_cast<int64_t>(rows[t].size()) > topk)
+      fail(at(path, t), "has " + std::to_string(rows[t].size()) + " values; top-k is " + std::to_string(topk));
+}
+
+void check_pinned_convert(const Scenario& s, const ConvertCase& c, const std::string& path) {
+  const int64_t rows = convert_case_rows(s, c);
+  const std::string what = c.rows == ConvertRows::kDecode ? "the case converts the decode tokens' rows:"
+                                                          : "the case converts every new token's row:";
+  if (c.req_id && static_cast<int64_t>(c.req_id->size()) != rows)
+    fail(at(path, "req_id"), "has " + std::to_string(c.req_id->size()) + " entries; " + what + " " + std::to_string(rows));
+  if (!c.indices) return;
+  check_pinned_rows(*c.indices, rows, s.model.topk, at(path, "indices"), what);
+  const InvalidMix& m = c.invalid;
+  if (m.minus_one > 0 || m.int_min > 0 || m.large_positive > 0 || m.past_table > 0 || m.negative_block > 0)
+    fail(at(path, "indices"), "pinned indices cannot be combined with \"invalid\" (they are used as written)");
+}
+
+void check_pinned_attention(const Scenario& s) {
+  int64_t tokens = 0;
+  std::vector<size_t> req_of_token;
+  for (size_t r = 0; r < s.batch.query_lens.size(); ++r)
+    for (int32_t i = 0; i < s.batch.query_lens[r]; ++i) req_of_token.push_back(r), ++tokens;
+  const std::string what = "the batch has new tokens:";
+  if (const auto& slots = s.attention.sparse_mqa_slots)
+    check_pinned_rows(*slots, tokens, s.model.topk, "/attention/sparse_mqa_slots", what);
+  if (!s.attention.topk_positions) return;
+  const IndexRows& rows = *s.attention.topk_positions;
+  const std::string path = "/attention/topk_positions";
+  check_pinned_rows(rows, tokens, s.model.topk, path, what);
+  // A position the request has not written (the rest of its last page, or a pinned table's page
+  // in a column past its pages) would read NaN bytes or another request's entry: the DCP ranks'
+  // shards hold no such slot, so no check could hold the routes to one answer. With the dcp check,
+  // a position past the request's length must be negative: a rank's shard is laid out by the
+  // rank's own positions, and a non-negative position past them may land in a page of the shard
+  // where the one table has none.
+  const int32_t B = s.model.block_size;
+  const int64_t width = block_table_width(s);
+  const bool dcp = std::find(s.checks.begin(), s.checks.end(), CheckKind::kDcp) != s.checks.end();
+  for (size_t t = 0; t < rows.size(); ++t) {
+    const size_t r = req_of_token[t];
+    const int32_t len = s.batch.seq_lens[r];
+    for (size_t j = 0; j < rows[t].size(); ++j) {
+      const int64_t p = rows[t][j];
+      if (dcp && p >= len)
+        fail(at(at(path, t), j), "position " + std::to_string(p) + " of request " + std::to_string(r) + " (seq_len " +
+                                     std::to_string(len) +
+                                     ") is past the request: with the dcp check, pinned positions are below seq_len or "
+                                     "negative");
+      if (p < len || p / B >= width || table_entry(s, r, p / B) < 0) continue;
+      fail(at(at(path, t), j), "position " + std::to_string(p) + " of request " + std::to_string(r) + " (seq_len " +
+                                   std::to_string(len) +
+                                   ") converts to a cache slot that holds none of its tokens; a pinned position is "
+                                   "one the request has written, or one that converts to no slot");
+    }
+  }
+}
+
 void check_scenario(const Scenario& s) {
   const int32_t B = s.model.block_size;
   if (B < 1) fail("/model/block_size", "must be >= 1");
   if (s.model.topk < 1) fail("/model/topk", "must be >= 1");
   check_batch(s.batch, s.generator.has_value());
+  check_pinned_decodes(s.batch);
   const size_t num_reqs = s.batch.seq_lens.size();
 
   const int64_t needed = blocks_needed(s.batch, B);
@@ -620,6 +677,8 @@ void check_scenario(const Scenario& s) {
     fail(s.cache.num_blocks > 0 ? "/cache/num_blocks" : "/batch",
          "the pool of " + std::to_string(pool) + " blocks of " + std::to_string(B) +
              " tokens has slots past INT32_MAX (slots are int32)");
+  check_pinned_table(s, pool);
+  check_fixed_scales(s);
 
   for (size_t i = 0; i < s.gathers.size(); ++i) {
     const GatherCase& g = s.gathers[i];
@@ -652,7 +711,7 @@ void check_scenario(const Scenario& s) {
     }
   }
 
-  const int32_t num_decodes = count_decodes(s.batch.query_lens, s.batch.decode_threshold);
+  const int32_t num_decodes = decode_requests(s.batch);
   if (s.attention.workspace_rows > 0) {
     // Every request with context needs at least one row of each chunk.
     int64_t with_context = 0;
@@ -671,6 +730,16 @@ void check_scenario(const Scenario& s) {
     if (c.rows == ConvertRows::kDecode && num_decodes == 0)
       fail(at(path, "rows"), std::string("\"decode\" rows, but the batch has no decode tokens") +
                                  (s.generator ? " (generated batch: make num_decodes at least [1, ...])" : ""));
+    if (c.prefill_workspace && c.rows == ConvertRows::kDecode)
+      fail(at(path, "prefill_workspace"), "prefill_workspace needs prefill rows, but rows is \"decode\"");
+    const InvalidMix& m = c.invalid;
+    for (const auto& [key, f] : {std::pair<const char*, double>{"minus_one", m.minus_one}, {"int_min", m.int_min},
+                                 {"large_positive", m.large_positive}, {"past_table", m.past_table},
+                                 {"negative_block", m.negative_block}})
+      if (!(f >= 0.0 && f <= 1.0)) fail(at(at(path, "invalid"), key), std::to_string(f) + " is not a fraction in [0, 1]");
+    const double sum = m.minus_one + m.int_min + m.large_positive + m.past_table + m.negative_block;
+    if (sum > 1.0 + 1e-12) fail(at(path, "invalid"), "the fractions sum to " + std::to_string(sum) + ", more than 1");
+    check_pinned_convert(s, c, path);
     if (c.dcp_world_size < 1) fail(at(at(path, "dcp"), "world_size"), "must be >= 1");
     if (c.dcp_interleave < 1) fail(at(at(path, "dcp"), "interleave"), "must be >= 1");
     if (c.dcp_world_size > 1 && B % c.dcp_interleave != 0)
@@ -682,6 +751,7 @@ void check_scenario(const Scenario& s) {
       fail(at(at(path, "invalid"), "negative_block"),
            "needs block-table columns past every request's pages: set /block_table/extra_columns >= 1");
   }
+  check_pinned_attention(s);
   check_sizes(s, pool);
 }
 
@@ -703,6 +773,7 @@ std::optional<ScenarioError> validate_scenario(const Scenario& s) {
 }
 
 std::variant<Scenario, ScenarioError> load_scenario(const std::string& path, std::optional<uint64_t> seed_override) {
+  std::vector<std::pair<std::string, std::string>> more;  // the schema's further violations
   try {
     const std::string text = read_file_or_fail(path);
     JsonKeyAudit duplicates;  // duplicated keys, and nesting past 64 levels (no scenario needs it)
@@ -728,13 +799,15 @@ std::variant<Scenario, ScenarioError> load_scenario(const std::string& path, std
       fail("", "malformed JSON: " + what);
     }
     if (duplicates.found()) fail(*duplicates.found(), "key given twice in one object");
+    reject_wrapping_integers(root, "");
+    validate_against_schema(root, &more);
     Scenario s = read_scenario(root, seed_override);
     s.file = path;
     check_scenario(s);
     if (s.cache.num_blocks == 0) s.cache.num_blocks = blocks_needed(s.batch, s.model.block_size) + s.cache.spare_blocks;
     return s;
   } catch (const Failure& f) {
-    return ScenarioError{path, f.path, f.problem};
+    return ScenarioError{path, f.path, f.problem, more};
   }
 }
 

@@ -7,13 +7,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cfloat>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <set>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "lib/batch/batch.h"
 #include "tests/common/temp_dir.h"
@@ -128,6 +133,93 @@ TEST(LoadScenario, EveryFieldIsRead) {
   EXPECT_FALSE(validate_scenario(s).has_value());
 }
 
+TEST(LoadScenario, PinnedValuesAreReadAsWritten) {
+  TempDir dir;
+  const std::string file = dir.write("pinned.json", R"({
+    "name": "pinned",
+    "model": {"topk": 4, "block_size": 16},
+    "cache": {"num_blocks": 8, "fixed_scales": [{"request": 1, "position": 2, "tile": 3, "scale": 0.00223214296}]},
+    "block_table": {"rows": [[5, 2, -9], [7]]},
+    "batch": {"seq_lens": [20, 3], "query_lens": [1, 3], "num_decodes": 0},
+    "convert": [{"name": "k", "rows": "all", "req_id": [1, 0, 1, -6],
+                 "indices": [[-123456, 114514], [2147483647, 48, 47, 0], [], [-2147483648]]}],
+    "attention": {"topk_positions": [[0, 1], [2], [], [-1]], "sparse_mqa_slots": [[127, 128], [], [0], [2147483647]]}
+  })");
+  const Scenario s = load_ok(file);
+  ASSERT_TRUE(s.block_table.rows.has_value());
+  EXPECT_EQ(*s.block_table.rows, (IndexRows{{5, 2, -9}, {7}}));
+  EXPECT_EQ(block_table_width(s), 3 + 1);  // the longest pinned row, plus the default extra column
+  EXPECT_EQ(s.batch.num_decodes, 0);
+  EXPECT_EQ(decode_requests(s.batch), 0);  // the 1-token request is a prefill: pinned
+  ASSERT_EQ(s.cache.fixed_scales.size(), 1u);
+  EXPECT_EQ(s.cache.fixed_scales[0].request, 1);
+  EXPECT_EQ(s.cache.fixed_scales[0].position, 2);
+  EXPECT_EQ(s.cache.fixed_scales[0].tile, 3);
+  EXPECT_EQ(s.cache.fixed_scales[0].scale, 1.0f / 448.0f);  // 0.00223214296 is the float nearest 1/448
+  ASSERT_EQ(s.converts.size(), 1u);
+  EXPECT_EQ(*s.converts[0].req_id, (std::vector<int32_t>{1, 0, 1, -6}));
+  EXPECT_EQ(*s.converts[0].indices, (IndexRows{{-123456, 114514}, {INT32_MAX, 48, 47, 0}, {}, {INT32_MIN}}));
+  EXPECT_EQ(convert_case_rows(s, s.converts[0]), 4);
+  EXPECT_EQ(*s.attention.topk_positions, (IndexRows{{0, 1}, {2}, {}, {-1}}));
+  EXPECT_EQ(*s.attention.sparse_mqa_slots, (IndexRows{{127, 128}, {}, {0}, {INT32_MAX}}));
+  // Without the pin the threshold rule counts it as a decode.
+  BatchSpec b = s.batch;
+  b.num_decodes.reset();
+  EXPECT_EQ(decode_requests(b), 1);
+}
+
+// Every violation of the schema is reported, the first in ScenarioError's fields (a typo before
+// the missing key it was meant to be), the others in `more`, one line each.
+TEST(LoadScenario, EverySchemaViolationIsListedTyposFirst) {
+  TempDir dir;
+  const std::string file =
+      dir.write("many.json", R"({"name": "m", "model": {"heads": 0}, "batch": {"seq_len": [4], "query_lens": [1]}})");
+  auto result = load_scenario(file);
+  const auto* err = std::get_if<ScenarioError>(&result);
+  ASSERT_NE(err, nullptr);
+  EXPECT_EQ(err->json_path, "/batch/seq_len");
+  EXPECT_NE(err->problem.find("did you mean \"seq_lens\""), std::string::npos) << err->problem;
+  std::set<std::string> others;
+  for (const auto& [pointer, problem] : err->more) others.insert(pointer + ": " + problem);
+  EXPECT_EQ(others.count("/model/heads: value 0 is outside [1, 1024]"), 1u) << err->to_string();
+  EXPECT_EQ(others.count("/batch/seq_lens: missing required key \"seq_lens\""), 1u) << err->to_string();
+  EXPECT_EQ(err->more.size(), 2u) << err->to_string();  // no report of the enclosing if/else
+  const std::string text = err->to_string();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;
+  EXPECT_NE(text.find(file + ": at /model/heads: value 0 is outside [1, 1024]"), std::string::npos) << text;
+}
+
+#ifdef MLA_SOURCE_DIR
+// The schema's list of checks is the program's.
+TEST(ScenarioSchema, NamesEveryCheck) {
+  std::ifstream in(std::string(MLA_SOURCE_DIR) + "/scenarios/schema/scenario.schema.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json schema = nlohmann::json::parse(in);
+  std::vector<std::string> names;
+  for (const auto& n : schema.at("properties").at("checks").at("items").at("enum")) names.push_back(n.get<std::string>());
+  std::vector<std::string> program;
+  for (int i = 0; i <= static_cast<int>(kLastCheckKind); ++i) program.push_back(to_string(static_cast<CheckKind>(i)));
+  EXPECT_EQ(names, program);
+}
+#endif
+
+// Every scale the pack can produce is pinnable, and gives itself back; others are refused.
+TEST(TileAmaxForScale, EveryProducibleScaleRoundTrips) {
+  for (uint32_t bits = 0; bits < 0x7F80; ++bits) {
+    const float amax = bf16_to_f32(static_cast<bf16_t>(bits));
+    const float scale = std::max(amax / 448.0f, FLT_MIN);
+    const std::optional<bf16_t> got = tile_amax_for_scale(scale);
+    ASSERT_TRUE(got.has_value()) << "amax bits " << bits;
+    ASSERT_EQ(std::max(bf16_to_f32(*got) / 448.0f, FLT_MIN), scale) << "amax bits " << bits;
+  }
+  EXPECT_EQ(tile_amax_for_scale(FLT_MIN), bf16_t{0});
+  EXPECT_FALSE(tile_amax_for_scale(0.001f).has_value());
+  EXPECT_FALSE(tile_amax_for_scale(0.0f).has_value());
+  EXPECT_FALSE(tile_amax_for_scale(-1.0f).has_value());
+  EXPECT_FALSE(tile_amax_for_scale(std::numeric_limits<float>::infinity()).has_value());
+  EXPECT_FALSE(tile_amax_for_scale(1e30f).has_value());  // past the largest bf16 amax / 448
+}
+
 TEST(LoadScenario, SeedOverrideReplacesTheFileSeed) {
   TempDir dir;
   const std::string file = dir.write("s.json", R"({"name": "s", "seed": 5, "batch": {"seq_lens": [4], "query_lens": [1]}})");
@@ -235,27 +327,27 @@ std::vector<BadCase> bad_cases() {
       {"heads too many", with(R"("model": {"heads": 1025})"), "/model/heads", "[1, 1024]"},
       {"heads string", with(R"("model": {"heads": "128"})"), "/model/heads", "expected an integer"},
       {"heads float", with(R"("model": {"heads": 128.0})"), "/model/heads", "expected an integer"},
-      {"topk zero", with(R"("model": {"topk": 0})"), "/model/topk", ">= 1"},
-      {"block size zero", with(R"("model": {"block_size": 0})"), "/model/block_size", ">= 1"},
-      {"block size huge", with(R"("model": {"block_size": 4294967296})"), "/model/block_size", "out of range"},
-      {"scale zero", with(R"("model": {"scale": 0})"), "/model/scale", "> 0"},
-      {"scale negative", with(R"("model": {"scale": -0.5})"), "/model/scale", "> 0"},
+      {"topk zero", with(R"("model": {"topk": 0})"), "/model/topk", "outside [1, 2147483647]"},
+      {"block size zero", with(R"("model": {"block_size": 0})"), "/model/block_size", "outside [1, 2147483647]"},
+      {"block size huge", with(R"("model": {"block_size": 4294967296})"), "/model/block_size", "outside [1, 2147483647]"},
+      {"scale zero", with(R"("model": {"scale": 0})"), "/model/scale", "greater than 0"},
+      {"scale negative", with(R"("model": {"scale": -0.5})"), "/model/scale", "greater than 0"},
       {"scale string", with(R"("model": {"scale": "0.1"})"), "/model/scale", "expected a number"},
       // Cache.
       {"cache unknown key", with(R"("cache": {"num_block": 3})"), "/cache/num_block", "did you mean \"num_blocks\""},
-      {"dtype unknown", with(R"("cache": {"dtype": "fp16"})"), "/cache/dtype", "not a cache dtype"},
-      {"num_blocks negative", with(R"("cache": {"num_blocks": -1})"), "/cache/num_blocks", ">= 0"},
+      {"dtype unknown", with(R"("cache": {"dtype": "fp16"})"), "/cache/dtype", "expected one of: \"auto\", \"bf16\""},
+      {"num_blocks negative", with(R"("cache": {"num_blocks": -1})"), "/cache/num_blocks", "outside [0, 2147483647]"},
       {"num_blocks too small", with(R"("cache": {"num_blocks": 3})"), "/cache/num_blocks", "needs 4 blocks"},
       {"pool slots past int32", with(R"("cache": {"num_blocks": 40000000})"), "/cache/num_blocks", "INT32_MAX"},
-      {"spare negative", with(R"("cache": {"spare_blocks": -2})"), "/cache/spare_blocks", ">= 0"},
-      {"page order unknown", with(R"("cache": {"page_order": "random"})"), "/cache/page_order", "not a page order"},
+      {"spare negative", with(R"("cache": {"spare_blocks": -2})"), "/cache/spare_blocks", "outside [0, 2147483647]"},
+      {"page order unknown", with(R"("cache": {"page_order": "random"})"), "/cache/page_order", "expected one of: \"contiguous\""},
       {"padding not multiple of 16", with(R"("cache": {"page_padding_bytes": 8})"), "/cache/page_padding_bytes",
        "multiple of 16"},
       {"padding negative", with(R"("cache": {"page_padding_bytes": -16})"), "/cache/page_padding_bytes", ">= 0"},
       // Block table.
-      {"extra columns negative", with(R"("block_table": {"extra_columns": -1})"), "/block_table/extra_columns", ">= 0"},
+      {"extra columns negative", with(R"("block_table": {"extra_columns": -1})"), "/block_table/extra_columns", "outside [0, 2147483647]"},
       {"stride padding negative", with(R"("block_table": {"stride_padding": -1})"), "/block_table/stride_padding",
-       ">= 0"},
+       "outside [0, 2147483647]"},
       {"block table unknown key", with(R"("block_table": {"width": 3})"), "/block_table/width", "unknown key"},
       // Batch.
       {"batch missing", R"({"name": "x"})", "/batch", "missing"},
@@ -269,12 +361,12 @@ std::vector<BadCase> bad_cases() {
       {"empty batch", with_batch(R"({"seq_lens": [], "query_lens": []})"), "/batch/seq_lens", "at least one request"},
       {"query_len > seq_len", with_batch(R"({"seq_lens": [4, 5, 6], "query_lens": [1, 1, 7]})"),
        "/batch/query_lens/2", "query_len 7 > seq_len 6"},
-      {"seq_len negative", with_batch(R"({"seq_lens": [4, -5], "query_lens": [1, 1]})"), "/batch/seq_lens/1", ">= 0"},
+      {"seq_len negative", with_batch(R"({"seq_lens": [4, -5], "query_lens": [1, 1]})"), "/batch/seq_lens/1", "outside [0, 2147483647]"},
       {"seq_len float", with_batch(R"({"seq_lens": [4.5], "query_lens": [1]})"), "/batch/seq_lens/0",
        "expected an integer"},
-      {"query_len negative", with_batch(R"({"seq_lens": [4], "query_lens": [-1]})"), "/batch/query_lens/0", ">= 0"},
+      {"query_len negative", with_batch(R"({"seq_lens": [4], "query_lens": [-1]})"), "/batch/query_lens/0", "outside [0, 2147483647]"},
       {"decode threshold zero", with_batch(R"({"seq_lens": [4], "query_lens": [1], "decode_threshold": 0})"),
-       "/batch/decode_threshold", ">= 1"},
+       "/batch/decode_threshold", "outside [1, 2147483647]"},
       // Generated batch.
       {"generate with explicit lists",
        with_batch(R"({"seq_lens": [4], "generate": {"num_requests": [1, 2], "seq_len": [1, 9], "prefill_query_len": [1, 2]}})"),
@@ -298,10 +390,10 @@ std::vector<BadCase> bad_cases() {
        "/batch/generate/num_requests", "expected [min, max]"},
       {"generate zero requests",
        with_batch(R"({"generate": {"num_requests": [0, 2], "seq_len": [1, 9], "prefill_query_len": [1, 2]}})"),
-       "/batch/generate/num_requests/0", "out of range"},
+       "/batch/generate/num_requests/0", "outside [1, 65536]"},
       {"generate negative decodes",
        with_batch(R"({"generate": {"num_requests": [1, 2], "num_decodes": [-1, 1], "seq_len": [1, 9], "prefill_query_len": [1, 2]}})"),
-       "/batch/generate/num_decodes/0", ">= 0"},
+       "/batch/generate/num_decodes/0", "outside [0, 2147483647]"},
       {"generate threshold below decode length",
        with_batch(R"({"generate": {"num_requests": [1, 2], "decode_query_len": 3, "decode_threshold": 2, "seq_len": [3, 9], "prefill_query_len": [1, 2]}})"),
        "/batch/generate/decode_threshold", "< decode_query_len"},
@@ -330,25 +422,25 @@ std::vector<BadCase> bad_cases() {
        "/gather/0/workspace_starts/2", "non-decreasing"},
       {"workspace_starts negative",
        with(R"("gather": [{"name": "g", "workspace_starts": [0, -1, 3, 9], "num_rows": 9}])"),
-       "/gather/0/workspace_starts/1", ">= 0"},
+       "/gather/0/workspace_starts/1", "outside [0, 2147483647]"},
       {"num_rows below last start",
        with(R"("gather": [{"name": "g", "workspace_starts": [0, 1, 3, 9], "num_rows": 8}])"),
        "/gather/0/num_rows", "less than the last workspace start 9"},
       {"num_rows negative", with(R"("gather": [{"name": "g", "workspace_starts": [0, 0, 0, 0], "num_rows": -1}])"),
-       "/gather/0/num_rows", ">= 0"},
+       "/gather/0/num_rows", "outside [0, 2147483647]"},
       {"seq_starts negative",
        with(R"("gather": [{"name": "g", "workspace_starts": [0, 1, 2, 3], "seq_starts": [-4, 0, 0, 0], "num_rows": 4}])"),
-       "/gather/0/seq_starts/0", ">= 0"},
+       "/gather/0/seq_starts/0", "outside [0, 2147483647]"},
       {"seq_starts length",
        with(R"("gather": [{"name": "g", "workspace_starts": [0, 1, 2, 3], "seq_starts": [0, 0], "num_rows": 4}])"),
        "/gather/0/seq_starts", "the batch has 4 requests"},
       {"chunk rows zero", with(R"("gather": [{"name": "g", "chunked_context": {"chunk_rows": 0}}])"),
-       "/gather/0/chunked_context/chunk_rows", ">= 1"},
+       "/gather/0/chunked_context/chunk_rows", "outside [1, 2147483647]"},
       {"chunk rows missing", with(R"("gather": [{"name": "g", "chunked_context": {}}])"),
        "/gather/0/chunked_context/chunk_rows", "missing"},
       {"chunked with explicit starts",
        with(R"("gather": [{"name": "g", "chunked_context": {"chunk_rows": 8}, "workspace_starts": [0, 0, 0, 0]}])"),
-       "/gather/0/workspace_starts", "unknown key"},
+       "/gather/0/workspace_starts", "cannot be combined with \"chunked_context\""},
       {"gather names twice",
        with(R"("gather": [{"name": "g", "chunked_context": {"chunk_rows": 8}}, {"name": "g", "chunked_context": {"chunk_rows": 4}}])"),
        "/gather/1/name", "used twice"},
@@ -358,7 +450,7 @@ std::vector<BadCase> bad_cases() {
       {"convert unknown key", with(R"("convert": [{"name": "k", "row": "all"}])"), "/convert/0/row",
        "did you mean \"rows\""},
       {"rows unknown", with(R"("convert": [{"name": "k", "rows": "prefill"}])"), "/convert/0/rows",
-       "not a row selection"},
+       "expected one of: \"decode\", \"all\""},
       {"decode rows without decodes", with_batch(kPrefillBatch, R"("convert": [{"name": "k", "rows": "decode"}])"),
        "/convert/0/rows", "no decode tokens"},
       {"decode rows after zero-length first request",
@@ -383,7 +475,7 @@ std::vector<BadCase> bad_cases() {
       {"dcp world zero", with(R"("convert": [{"name": "k", "dcp": {"world_size": 0}}])"),
        "/convert/0/dcp/world_size", "[1, 1024]"},
       {"dcp interleave zero", with(R"("convert": [{"name": "k", "dcp": {"interleave": 0}}])"),
-       "/convert/0/dcp/interleave", ">= 1"},
+       "/convert/0/dcp/interleave", "outside [1, 2147483647]"},
       {"dcp interleave does not divide block",
        with(R"("model": {"block_size": 64}, "convert": [{"name": "k", "dcp": {"world_size": 2, "interleave": 48}}])"),
        "/convert/0/dcp/interleave", "not a multiple of interleave 48"},
@@ -393,9 +485,9 @@ std::vector<BadCase> bad_cases() {
       // Checks.
       {"checks type", with(R"("checks": "pack")"), "/checks", "expected an array"},
       {"checks empty", with(R"("checks": [])"), "/checks", "no checks"},
-      {"check unknown", with(R"("checks": ["pack", "packs"])"), "/checks/1", "not a check"},
+      {"check unknown", with(R"("checks": ["pack", "packs"])"), "/checks/1", "expected one of: \"pack\""},
       {"check twice", with(R"("checks": ["pack", "gather", "pack"])"), "/checks/2", "twice"},
-      {"check type", with(R"("checks": [1])"), "/checks/0", "expected a string"},
+      {"check type", with(R"("checks": [1])"), "/checks/0", "got integer 1"},
       // Sizes: refused before anything is allocated (found by an audit with adversarial files).
       {"number past double", with(R"("model": {"scale": 1e400})"), "", "number overflow"},
       {"nesting too deep", with(R"("x": )" + std::string(100, '[') + std::string(100, ']')),
@@ -430,6 +522,69 @@ std::vector<BadCase> bad_cases() {
       {"negative_block without spare columns",
        with(R"("block_table": {"extra_columns": 0}, "convert": [{"name": "k", "invalid": {"negative_block": 0.5}}])"),
        "/convert/0/invalid/negative_block", "extra_columns >= 1"},
+      // Integers valijson would read wrapped (past INT64_MAX), anywhere but the seed.
+      {"index past INT64_MAX", with(R"("convert": [{"name": "k", "indices": [[1, 18446744073709551615]]}])"),
+       "/convert/0/indices/0/1", "out of range"},
+      // Pinned values (docs/scenarios.md "Pinned values"): against the batch, the pool and top-k.
+      {"pinned decodes past the batch", with_batch(R"({"seq_lens": [4, 5], "query_lens": [1, 1], "num_decodes": 3})"),
+       "/batch/num_decodes", "the batch has 2 requests"},
+      {"pinned decode without a token", with_batch(R"({"seq_lens": [4, 5], "query_lens": [1, 0], "num_decodes": 2})"),
+       "/batch/query_lens/1", "has no new token"},
+      {"pinned decodes with generate",
+       with_batch(R"({"num_decodes": 1, "generate": {"num_requests": [1, 2], "seq_len": [1, 9], "prefill_query_len": [1, 2]}})"),
+       "/batch/num_decodes", "cannot be combined"},
+      {"pinned decodes type", with_batch(R"({"seq_lens": [4], "query_lens": [1], "num_decodes": "1"})"),
+       "/batch/num_decodes", "expected an integer"},
+      {"table rows count", with(R"("block_table": {"rows": [[0], [1], [2]]})"), "/block_table/rows",
+       "has 3 rows; the batch has 4 requests"},
+      {"table row shorter than the request", with(R"("block_table": {"rows": [[0], [1], [], [3]]})"),
+       "/block_table/rows/2", "needs 1 pages"},
+      {"table page outside the pool", with(R"("cache": {"num_blocks": 6}, "block_table": {"rows": [[0], [1], [2], [6]]})"),
+       "/block_table/rows/3/0", "not in the pool of 6 pages"},
+      {"table page used twice", with(R"("block_table": {"rows": [[0], [1], [2], [1]]})"), "/block_table/rows/3/0",
+       "also /block_table/rows/1/0"},
+      {"table entry type", with(R"("block_table": {"rows": [[0], [1.5], [2], [3]]})"), "/block_table/rows/1/0",
+       "expected an integer"},
+      {"convert req_id length", with(R"("convert": [{"name": "k", "rows": "decode", "req_id": [0, 1, 2]}])"),
+       "/convert/0/req_id", "has 3 entries"},
+      {"convert indices rows", with(R"("convert": [{"name": "k", "rows": "decode", "indices": [[1]]}])"),
+       "/convert/0/indices", "has 1 rows"},
+      {"convert indices row past top-k",
+       with(R"("model": {"topk": 2}, "convert": [{"name": "k", "rows": "decode", "indices": [[1], [1, 2, 3]]}])"),
+       "/convert/0/indices/1", "has 3 values; top-k is 2"},
+      {"convert indices with an invalid mix",
+       with(R"("convert": [{"name": "k", "rows": "decode", "indices": [[1], [2]], "invalid": {"minus_one": 0.1}}])"),
+       "/convert/0/indices", "cannot be combined with \"invalid\""},
+      {"convert index type", with(R"("convert": [{"name": "k", "rows": "decode", "indices": [[1], ["2"]]}])"),
+       "/convert/0/indices/1/0", "expected an integer"},
+      {"index below INT32_MIN", with(R"("convert": [{"name": "k", "rows": "decode", "indices": [[1], [-2147483649]]}])"),
+       "/convert/0/indices/1/0", "outside [-2147483648, 2147483647]"},
+      {"fixed scale request", with(R"("cache": {"fixed_scales": [{"request": 4, "position": 0, "tile": 0, "scale": 1}]})"),
+       "/cache/fixed_scales/0/request", "not in the batch of 4 requests"},
+      {"fixed scale position", with(R"("cache": {"fixed_scales": [{"request": 0, "position": 32, "tile": 0, "scale": 1}]})"),
+       "/cache/fixed_scales/0/position", "seq_len 32"},
+      {"fixed scale tile", with(R"("cache": {"fixed_scales": [{"request": 0, "position": 0, "tile": 4, "scale": 1}]})"),
+       "/cache/fixed_scales/0/tile", "outside [0, 3]"},
+      {"fixed scale no tile gives", with(R"("cache": {"fixed_scales": [{"request": 0, "position": 0, "tile": 0, "scale": 0.001}]})"),
+       "/cache/fixed_scales/0/scale", "no tile gives the fp32 scale 0.001"},
+      {"fixed scale zero", with(R"("cache": {"fixed_scales": [{"request": 0, "position": 0, "tile": 0, "scale": 0}]})"),
+       "/cache/fixed_scales/0/scale", "greater than 0"},
+      {"fixed scale pinned twice",
+       with(R"("cache": {"fixed_scales": [{"request": 0, "position": 1, "tile": 2, "scale": 1}, {"request": 0, "position": 1, "tile": 2, "scale": 0.5}]})"),
+       "/cache/fixed_scales/1", "pinned twice"},
+      {"fixed scale missing key", with(R"("cache": {"fixed_scales": [{"request": 0, "position": 1, "scale": 1}]})"),
+       "/cache/fixed_scales/0/tile", "missing"},
+      {"attention positions rows", with(R"("attention": {"topk_positions": [[0]]})"), "/attention/topk_positions",
+       "has 1 rows; the batch has new tokens: 12"},
+      {"attention slots rows", with(R"("attention": {"sparse_mqa_slots": [[0], [1]]})"), "/attention/sparse_mqa_slots",
+       "has 2 rows; the batch has new tokens: 12"},
+      {"attention position in an unwritten slot",
+       with_batch(R"({"seq_lens": [40], "query_lens": [1]})", R"("attention": {"topk_positions": [[0, 41]]})"),
+       "/attention/topk_positions/0/1", "holds none of its tokens"},
+      {"attention position past the request with dcp",
+       with_batch(R"({"seq_lens": [40], "query_lens": [1]})",
+                  R"("attention": {"topk_positions": [[0, 2147483647]]}, "checks": ["dcp"])"),
+       "/attention/topk_positions/0/1", "with the dcp check"},
   };
 }
 
@@ -540,8 +695,8 @@ TEST(ScenarioError, ToStringFormat) {
 }
 
 TEST(Enums, RoundTrip) {
-  for (CheckKind k : {CheckKind::kPack, CheckKind::kGather, CheckKind::kConvert, CheckKind::kLayout})
-    EXPECT_EQ(check_kind_from_string(to_string(k)), k);
+  for (int i = 0; i <= static_cast<int>(kLastCheckKind); ++i)
+    EXPECT_EQ(check_kind_from_string(to_string(static_cast<CheckKind>(i))), static_cast<CheckKind>(i));
   EXPECT_FALSE(check_kind_from_string("Pack").has_value());
   for (PageOrder o : {PageOrder::kContiguous, PageOrder::kShuffled, PageOrder::kReversed})
     EXPECT_EQ(page_order_from_string(to_string(o)), o);
