@@ -101,7 +101,8 @@ Batch materialise(const Scenario& s) {
     const int64_t blocks = (int64_t{b.seq_lens[r]} + B - 1) / B;
     int32_t* row = &l.block_table[static_cast<size_t>(r * l.block_table_stride)];
     for (int64_t c = 0; c < blocks; ++c) row[c] = pages[next_page++];
-    for (int64_t c = l.block_table_width; c < l.block_table_stride; ++c) row[c] = pages[0];
+    // A pool of no page (no cached token, no spare) leaves the padding at -1: there is no page.
+    for (int64_t c = l.block_table_width; !pages.empty() && c < l.block_table_stride; ++c) row[c] = pages[0];
   }
 
   // Slot of every cached position.
