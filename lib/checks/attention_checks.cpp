@@ -409,10 +409,12 @@ std::vector<CheckResult> run_dense_mha_check(const AttentionCheckContext& ctx) {
 std::vector<CheckResult> run_forward_check(const AttentionCheckContext& ctx) {
   const ForwardConfig cfg = forward_config(ctx);
   ForwardResult got;
+  bool step_done = false;  // got.cache is empty both when the step failed and for a pool of no page
   std::vector<CheckResult> out;
   out.push_back(hooked_check(ctx.hooks, "forward", "forward", [&] {
     BufferSet bufs(ctx.backend);
     got = run_forward(ctx.backend, bufs, ctx.batch, ctx.data, cfg);
+    step_done = true;
     const ref::ForwardInputs in = reference_forward_inputs(ctx.scenario, ctx.batch, ctx.cache, ctx.data,
                                                            cfg.force_sparse, ref::NewTokenKv::kBf16);
     const ref::ForwardOutputs want = ref::forward(in, ctx.cache.ref_cache);
@@ -441,7 +443,7 @@ std::vector<CheckResult> run_forward_check(const AttentionCheckContext& ctx) {
   // The cache after the step: context untouched, new tokens packed, unused slots and padding
   // still 0xFF — byte for byte the reference's.
   out.push_back(hooked_check(ctx.hooks, "forward/cache", "forward", [&] {
-    if (got.cache.empty()) throw BackendError("the forward step did not complete; no cache to compare");
+    if (!step_done) throw BackendError("the forward step did not complete; no cache to compare");
     const std::vector<int64_t> pages{ctx.batch.layout.num_blocks, ctx.batch.layout.page_stride_bytes};
     dump_array(ctx.hooks.dump, "cache", DumpRole::kOutput, "the pool after the step", pages, got.cache);
     dump_array(ctx.hooks.dump, "cache", DumpRole::kReference, "the reference's pool with every token packed", pages,
