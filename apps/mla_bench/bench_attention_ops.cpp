@@ -745,32 +745,28 @@ bool AttentionShape::over_host_caps(const HostLimits& caps) const {
   return model_flops() > static_cast<double>(caps.max_attention_flops);
 }
 
+namespace {
+
+// One AttentionShape of kind `op` per shape of `from`, held in `member`.
+template <typename Shape>
+void append_shapes(std::vector<AttentionShape>& out, AttentionOp op, Shape AttentionShape::*member,
+                   const std::vector<Shape>& from) {
+  for (const Shape& s : from) {
+    AttentionShape sh;
+    sh.op = op;
+    sh.*member = s;
+    out.push_back(sh);
+  }
+}
+
+}  // namespace
+
 std::vector<AttentionShape> attention_shapes(const Sweep& sw) {
   std::vector<AttentionShape> shapes;
-  for (const SparseMqaShape& sp : sw.sparse_shapes) {
-    AttentionShape sh;
-    sh.op = AttentionOp::kSparse;
-    sh.sparse = sp;
-    shapes.push_back(sh);
-  }
-  for (const DenseMhaShape& d : sw.dense_shapes) {
-    AttentionShape sh;
-    sh.op = AttentionOp::kDense;
-    sh.dense = d;
-    shapes.push_back(sh);
-  }
-  for (const ForwardBatch& f : sw.forward_batches) {
-    AttentionShape sh;
-    sh.op = AttentionOp::kForward;
-    sh.forward = f;
-    shapes.push_back(sh);
-  }
-  for (const RouteShape& r : sw.route_shapes) {
-    AttentionShape sh;
-    sh.op = AttentionOp::kRoute;
-    sh.route = r;
-    shapes.push_back(sh);
-  }
+  append_shapes(shapes, AttentionOp::kSparse, &AttentionShape::sparse, sw.sparse_shapes);
+  append_shapes(shapes, AttentionOp::kDense, &AttentionShape::dense, sw.dense_shapes);
+  append_shapes(shapes, AttentionOp::kForward, &AttentionShape::forward, sw.forward_batches);
+  append_shapes(shapes, AttentionOp::kRoute, &AttentionShape::route, sw.route_shapes);
   return shapes;
 }
 

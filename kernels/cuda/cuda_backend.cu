@@ -133,19 +133,11 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
   Status copy_to_device(void* dst, const void* src, std::size_t bytes) override {
-    if (bytes == 0) return Status();
-    MLA_RETURN_IF_ERROR(use_device());
-    MLA_RETURN_IF_ERROR(
-        checked(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync to the device"));
-    return wait("cudaStreamSynchronize after a copy to the device");
+    return copy(dst, src, bytes, cudaMemcpyHostToDevice, "device");
   }
 
   Status copy_to_host(void* dst, const void* src, std::size_t bytes) override {
-    if (bytes == 0) return Status();
-    MLA_RETURN_IF_ERROR(use_device());
-    MLA_RETURN_IF_ERROR(
-        checked(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync to the host"));
-    return wait("cudaStreamSynchronize after a copy to the host");
+    return copy(dst, src, bytes, cudaMemcpyDeviceToHost, "host");
   }
 
   // Waits for everything issued so far; the first error (a kernel fault is sticky) is returned.
@@ -170,6 +162,15 @@ class CudaBackendImpl final : public CudaBackend {
   Status merge(const MergeParams& p) override { return issue("merge", [&] { return launch_merge(p, stream_); }); }
 
  private:
+  // A synchronous copy on the stream (after everything issued before it); `to` names the
+  // destination side in the error messages.
+  Status copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, const std::string& to) {
+    if (bytes == 0) return Status();
+    MLA_RETURN_IF_ERROR(use_device());
+    MLA_RETURN_IF_ERROR(checked(cudaMemcpyAsync(dst, src, bytes, kind, stream_), ("cudaMemcpyAsync to the " + to).c_str()));
+    return wait("cudaStreamSynchronize after a copy to the " + to);
+  }
+
   // The device is per host thread in the runtime API: make ours current before every call.
   Status use_device() {
     MLA_CUDA_CHECK(cudaSetDevice(device_));

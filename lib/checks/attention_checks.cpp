@@ -149,15 +149,6 @@ Tolerance with_merges(Tolerance t, int64_t merges) {
   return t;
 }
 
-CheckResult skip(const std::string& id, const std::string& check, const std::string& why) {
-  CheckResult r;
-  r.id = id;
-  r.check = check;
-  r.verdict = Verdict::kSkip;
-  r.reason = why;
-  return r;
-}
-
 }  // namespace
 
 ForwardConfig forward_config(const AttentionCheckContext& ctx) {
@@ -281,7 +272,7 @@ std::vector<CheckResult> run_sparse_mqa_check(const AttentionCheckContext& ctx) 
   for (const bool split : {true, false}) {
     out.push_back(hooked_check(ctx.hooks, split ? "sparse_mqa/split" : "sparse_mqa/unsplit", "sparse_mqa", [&] {
       if (split && column_blocks < 2)
-        return skip("", "", "top-k " + std::to_string(K) + " is a single 64-column block: nothing to split");
+        return skipped_check("", "", "top-k " + std::to_string(K) + " is a single 64-column block: nothing to split");
       prepare();
       const int32_t target = split ? static_cast<int32_t>(std::min<int64_t>(T * column_blocks, INT32_MAX)) : 1;
       BufferSet bufs(ctx.backend);
@@ -328,7 +319,7 @@ std::vector<CheckResult> run_dense_mha_check(const AttentionCheckContext& ctx) {
       }
       const int64_t tq = std::accumulate(q_lens.begin(), q_lens.end(), int64_t{0});
       const int64_t tk = std::accumulate(k_lens.begin(), k_lens.end(), int64_t{0});
-      if (tk == 0) return skip("", "", "no keys: the batch has no cached context");
+      if (tk == 0) return skipped_check("", "", "no keys: the batch has no cached context");
       // Inputs distributed as the dense route sees them (docs/semantics.md §8's data): queries uniform in
       // [-1, 1]; K/V the up-projection W kv_c of a latent ~ N(0, 0.1^2) with weights ~ N(0, 0.1^2),
       // i.e. ~ N(0, (0.1 * 0.1 * sqrt(512))^2); RoPE keys as the cache's, ~ N(0, 0.5^2).
@@ -469,9 +460,9 @@ std::vector<CheckResult> run_forward_check(const AttentionCheckContext& ctx) {
 std::vector<CheckResult> run_equivalence_check(const AttentionCheckContext& ctx) {
   const Batch& b = ctx.batch;
   if (const std::string why = no_dense_route(b, ctx.data.topk); !why.empty())
-    return {skip("equivalence", "equivalence", why)};
+    return {skipped_check("equivalence", "equivalence", why)};
   if (const std::string why = pinned_picks_differ_from_dense(ctx); !why.empty())
-    return {skip("equivalence", "equivalence", why)};
+    return {skipped_check("equivalence", "equivalence", why)};
   // Prefill rows of the forced-sparse run against the dense run, two ways (docs/semantics.md §4.3).
   const int64_t first = b.num_decode_tokens;
   const int64_t width = int64_t{ctx.data.heads} * kDv;
