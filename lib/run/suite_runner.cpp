@@ -24,6 +24,7 @@ BackendProbe probe_in_process(const BackendChoice& choice) {
   p.info = b->info();
   p.on_gpu = b->native_device().kind == NativeDevice::Kind::kCuda;
   if (const auto free = b->free_memory()) p.free_memory = *free;
+  if (p.on_gpu) p.device_count = cuda_device_count();
   p.ok = true;
   return p;
 }
@@ -40,6 +41,7 @@ BackendProbe probe_backend(const BackendChoice& choice, bool isolate) {
                             {"resolved", to_string(p.resolved)},
                             {"on_gpu", p.on_gpu},
                             {"free_memory", p.free_memory ? nlohmann::json(*p.free_memory) : nlohmann::json()},
+                            {"device_count", p.device_count},
                             {"info", backend_info_to_json(p.info)}}
                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       },
@@ -59,6 +61,7 @@ BackendProbe probe_backend(const BackendChoice& choice, bool isolate) {
     p.info = backend_info_from_json(j.at("info"));
     p.on_gpu = j.at("on_gpu").get<bool>();
     if (j.at("free_memory").is_number_unsigned()) p.free_memory = j.at("free_memory").get<uint64_t>();
+    p.device_count = j.at("device_count").get<int>();
   } catch (const std::exception& e) {
     p.ok = false;
     p.error = std::string("probing the backend failed: unreadable answer: ") + e.what();

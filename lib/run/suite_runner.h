@@ -26,6 +26,7 @@ struct BackendProbe {
   BackendInfo info;        // of the backend that will run
   bool on_gpu = false;     // its memory and operations are on a CUDA device
   std::optional<uint64_t> free_memory;  // Backend::free_memory() as the probe's backend saw it
+  int device_count = 0;     // CUDA devices the probe's process sees (on_gpu only): what --jobs spreads over
   std::string error;       // why the requested backend cannot run
 };
 
