@@ -23,6 +23,7 @@
 #include "lib/scenario/scenario.h"
 #include "lib/run/selection.h"
 #include "lib/run/suite_runner.h"
+#include "fuzz_cli.h"
 #include "progress.h"
 #include "table.h"
 
@@ -137,6 +138,17 @@ int run(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "Print only failing checks and the summary");
   app.add_flag("-v,--verbose", verbose, "Print every check (default: one row per passing scenario)");
   app.add_flag("--version", version, "Print the version and exit");
+  // --fuzz, --fuzz-start, --fuzz-budget, --fuzz-shrink-budget, --fuzz-out (docs/fuzzing.md)
+  std::string fuzz_text[5];
+  CLI::Option* fuzz_opts[5] = {
+      app.add_option("--fuzz", fuzz_text[0],
+                     "Run N generated scenarios instead of the suite (--seed S picks them, default 1); shrink and "
+                     "write each distinct failure"),
+      app.add_option("--fuzz-start", fuzz_text[1], "With --fuzz: the first case's index (default 0)"),
+      app.add_option("--fuzz-budget", fuzz_text[2], "With --fuzz: start no new case after SECONDS (default 300)"),
+      app.add_option("--fuzz-shrink-budget", fuzz_text[3],
+                     "With --fuzz: SECONDS to shrink each distinct failure (default 120)"),
+      app.add_option("--fuzz-out", fuzz_text[4], "With --fuzz: folder for the shrunk failures (default fuzz-failures)")};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -201,6 +213,28 @@ int run(int argc, char** argv) {
     return kExitUsage;
   }
 
+  app::FuzzArgs fuzz_args;
+  std::optional<std::string>* fuzz_fields[5] = {&fuzz_args.cases, &fuzz_args.start, &fuzz_args.budget,
+                                                &fuzz_args.shrink_budget, &fuzz_args.out_dir};
+  for (int i = 0; i < 5; ++i)
+    if (fuzz_opts[i]->count() > 0) *fuzz_fields[i] = fuzz_text[i];
+  const bool fuzz = app::fuzz_requested(fuzz_args);
+  FuzzOptions fuzz_opt;
+  if (fuzz) {
+    if (const std::string bad = app::parse_fuzz_args(fuzz_args, &fuzz_opt); !bad.empty()) {
+      std::fprintf(stderr, "mla-check: %s\n", bad.c_str());
+      return kExitUsage;
+    }
+    if (!scenario_args.empty() || !filter.empty() || !exclude_tags.empty() || list || no_isolate) {
+      std::fprintf(stderr, "mla-check: --fuzz generates its scenarios and runs each in a child process: it cannot be "
+                           "combined with --scenario, --filter, --exclude-tag, --list or --no-isolate\n");
+      return kExitUsage;
+    }
+    fuzz_opt.seed = seed.value_or(1);  // the fuzz run's seed; each case draws its own scenario seed
+    fuzz_opt.grammar.checks = only_checks;
+    if (app.count("--timeout") == 0) timeout_s = app::kDefaultFuzzCaseTimeoutS;
+  }
+
   // Select and load scenarios; any invalid file is bad input (exit 2) before anything runs.
   SelectionOptions sel;
   sel.scenario_args = scenario_args;
@@ -210,7 +244,8 @@ int run(int argc, char** argv) {
   sel.only_checks = only_checks;
   sel.seed = seed;
   std::vector<std::string> selection_notes;
-  auto selected = select_scenarios(sel, &selection_notes);
+  auto selected = fuzz ? std::variant<std::vector<Scenario>, SelectionError>{std::vector<Scenario>{}}
+                       : select_scenarios(sel, &selection_notes);
   if (auto* err = std::get_if<SelectionError>(&selected)) {
     std::fprintf(stderr, "mla-check: %s\n", err->message.c_str());
     return kExitUsage;
@@ -309,8 +344,9 @@ int run(int argc, char** argv) {
   opt.repro_prefix = std::string(argv[0]) + " --backend " + to_string(probe.resolved) +
                      (adapter_fallback ? " --adapter-fallback" : "") +
                      (inject_name.empty() ? "" : " --inject " + inject_name) +
-                     (seed ? " --seed " + std::to_string(*seed) : "");
-  for (CheckKind k : only_checks) opt.repro_prefix += std::string(" --check ") + to_string(k);
+                     (seed && !fuzz ? " --seed " + std::to_string(*seed) : "");
+  for (CheckKind k : only_checks)
+    if (!fuzz) opt.repro_prefix += std::string(" --check ") + to_string(k);
   app::ProgressLine progress(stderr);
   if (tty) {
     opt.on_start = [&](size_t i, size_t n, const Scenario& s) { progress.started(i, n, s.name); };
@@ -329,8 +365,16 @@ int run(int argc, char** argv) {
   report.provenance.host = hostname();
   report.provenance.started_at = utc_now_iso8601();
   report.provenance.injection = to_string(*injection);
-  report.provenance.seed_override = seed;
-  report.scenarios = run_suite(opt);
+  report.provenance.seed_override = fuzz ? std::nullopt : seed;  // with --fuzz, --seed picks the cases
+  FuzzOutcome fuzz_out;
+  if (fuzz) {
+    fuzz_opt.suite = opt;
+    fuzz_opt.log = [tty](const std::string& line) { std::fprintf(stderr, "%s%s\n", tty ? "\r\033[K" : "", line.c_str()); };
+    fuzz_out = run_fuzz(fuzz_opt);
+    report.scenarios = fuzz_out.results;
+  } else {
+    report.scenarios = run_suite(opt);
+  }
   report.provenance.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   const app::TableMode mode = verbose ? app::TableMode::kAll : quiet ? app::TableMode::kFailures : app::TableMode::kCompact;
@@ -348,6 +392,7 @@ int run(int argc, char** argv) {
     for (const auto& c : s.checks)
       for (const auto& note : c.notes)
         if (note.rfind("--dump:", 0) == 0) std::fprintf(stderr, "mla-check: %s / %s: %s\n", s.name.c_str(), c.id.c_str(), note.c_str());
+  if (fuzz) app::print_fuzz_summary(stdout, fuzz_opt, fuzz_out);
 
   // A failed check outranks a runtime error in the exit code: an OOB in one scenario must not
   // read as infrastructure trouble because another scenario crashed.

@@ -106,7 +106,8 @@ Batch materialise(const Scenario& s) {
     } else {
       for (int64_t c = 0; c < blocks; ++c) row[c] = pages[next_page++];
     }
-    for (int64_t c = l.block_table_width; c < l.block_table_stride; ++c) row[c] = pages[0];
+    // A pool of no page (no cached token, no spare) leaves the padding at -1: there is no page.
+    for (int64_t c = l.block_table_width; !pages.empty() && c < l.block_table_stride; ++c) row[c] = pages[0];
   }
 
   // Slot of every cached position.
