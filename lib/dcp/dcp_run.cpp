@@ -18,6 +18,7 @@
 #include "lib/checks/kv_cache_spec.h"
 #include "lib/dcp/merge_tree.h"
 #include "lib/dcp/shard.h"
+#include "lib/run/hash.h"
 
 namespace mla {
 
@@ -89,14 +90,8 @@ std::string dcp_distributed_id(int world) { return "dcp_distributed/" + std::to_
 std::string dcp_distributed_simulated_id(int world) { return dcp_distributed_id(world) + "/vs_simulated"; }
 
 std::string fnv1a_hex(const void* data, std::size_t bytes, uint64_t seed) {
-  uint64_t h = seed;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < bytes; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a64(data, bytes, seed)));
   return buf;
 }
 
@@ -179,8 +174,7 @@ ScenarioResult run_distributed_dcp(const Scenario& s, const DcpRunContext& ctx) 
     must(recv_lse.download(merged.lse));
     merged.out_lat.resize(static_cast<size_t>(rows) * kDc);
     merged.lse.resize(static_cast<size_t>(rows));
-    mine.hash = fnv1a_hex(merged.out_lat.data(), out_bytes,
-                          std::stoull(fnv1a_hex(merged.lse.data(), lse_bytes), nullptr, 16));
+    mine.hash = fnv1a_hex(merged.out_lat.data(), out_bytes, fnv1a64(merged.lse.data(), lse_bytes));
   } catch (const UnsupportedError& e) {
     mine.error = e.what();
     mine.unsupported = true;

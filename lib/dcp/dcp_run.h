@@ -19,6 +19,7 @@
 #include "kernels/backend.h"
 #include "lib/dcp/communicator.h"
 #include "lib/dcp/exchange.h"
+#include "lib/run/hash.h"
 #include "lib/run/scenario_run.h"
 #include "lib/scenario/scenario.h"
 
@@ -38,7 +39,7 @@ std::string dcp_distributed_simulated_id(int world);
 // Rank 0: the scenario's result. Other ranks: a result with the name, file and duration only.
 ScenarioResult run_distributed_dcp(const Scenario& s, const DcpRunContext& ctx);
 
-// FNV-1a (64 bits) of bytes, as 16 hex digits: how the ranks compare their merged results.
-std::string fnv1a_hex(const void* data, std::size_t bytes, uint64_t seed = 0xcbf29ce484222325ull);
+// FNV-1a (64 bits, lib/run/hash.h) of bytes, as 16 hex digits: how the ranks compare their merged results.
+std::string fnv1a_hex(const void* data, std::size_t bytes, uint64_t seed = kFnv1a64Offset);
 
 }  // namespace mla
