@@ -23,6 +23,7 @@
 #include "lib/scenario/scenario.h"
 #include "lib/run/selection.h"
 #include "lib/run/suite_runner.h"
+#include "lib/run/shard.h"
 #include "fuzz_cli.h"
 #include "progress.h"
 #include "table.h"
@@ -136,6 +137,13 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--no-isolate", no_isolate, "Run scenarios in this process, one at a time (a crash then ends the run)");
   app.add_flag("-q,--quiet", quiet, "Print only failing checks and the summary");
+  std::string shard_text, shard_costs;
+  app.add_option("--shard", shard_text,
+                 "Run only shard I of N (I/N, 1 <= I <= N) of the selected scenarios, balanced by recorded durations "
+                 "(scripts/merge_reports.py joins the shards' reports)");
+  app.add_option("--shard-costs", shard_costs,
+                 "With --shard: the report whose durations balance the shards (default: the host baseline, "
+                 "scenarios/baselines/host-report.json beside the scenario directory)");
   app.add_flag("-v,--verbose", verbose, "Print every check (default: one row per passing scenario)");
   app.add_flag("--version", version, "Print the version and exit");
   // --fuzz, --fuzz-start, --fuzz-budget, --fuzz-shrink-budget, --fuzz-out (docs/fuzzing.md)
@@ -157,7 +165,8 @@ int run(int argc, char** argv) {
   }
   if (const std::string e = empty_option(app, {{"--report", &report_path}, {"--seed", &seed_text},
                                                 {"--inject", &inject_name}, {"--scenario-dir", &scenario_dir},
-                                                {"--backend", &backend_name}});
+                                                {"--backend", &backend_name}, {"--shard", &shard_text},
+                                                {"--shard-costs", &shard_costs}});
       !e.empty()) {
     std::fprintf(stderr, "mla-check: %s\n", e.c_str());
     return kExitUsage;
@@ -225,9 +234,10 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "mla-check: %s\n", bad.c_str());
       return kExitUsage;
     }
-    if (!scenario_args.empty() || !filter.empty() || !exclude_tags.empty() || list || no_isolate) {
+    if (!scenario_args.empty() || !filter.empty() || !exclude_tags.empty() || list || no_isolate ||
+        app.count("--shard") > 0 || app.count("--shard-costs") > 0) {
       std::fprintf(stderr, "mla-check: --fuzz generates its scenarios and runs each in a child process: it cannot be "
-                           "combined with --scenario, --filter, --exclude-tag, --list or --no-isolate\n");
+                           "combined with --scenario, --filter, --exclude-tag, --list, --no-isolate or --shard\n");
       return kExitUsage;
     }
     fuzz_opt.seed = seed.value_or(1);  // the fuzz run's seed; each case draws its own scenario seed
@@ -254,6 +264,18 @@ int run(int argc, char** argv) {
   std::vector<Scenario> scenarios = std::get<std::vector<Scenario>>(std::move(selected));
   if (list) {
     for (const auto& s : scenarios) {
+  std::optional<Provenance::Shard> shard;
+  if (app.count("--shard") > 0 || app.count("--shard-costs") > 0) {
+    auto part = select_shard(shard_text, shard_costs, scenario_dir, scenarios);
+    if (const auto* bad = std::get_if<std::string>(&part)) {
+      std::fprintf(stderr, "mla-check: %s\n", bad->c_str());
+      return kExitUsage;
+    }
+    auto& sel_part = std::get<ShardSelection>(part);
+    if (!sel_part.note.empty()) std::fprintf(stderr, "mla-check: note: %s\n", sel_part.note.c_str());
+    shard = std::move(sel_part.info);
+    scenarios = std::move(sel_part.scenarios);
+  }
       std::string checks;
       for (auto k : s.checks) checks += std::string(checks.empty() ? "" : ",") + to_string(k);
       std::printf("%-36s %-28s %s\n", s.name.c_str(), checks.c_str(), s.file.c_str());
@@ -376,6 +398,7 @@ int run(int argc, char** argv) {
     report.scenarios = run_suite(opt);
   }
   report.provenance.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  report.provenance.shard = shard;
 
   const app::TableMode mode = verbose ? app::TableMode::kAll : quiet ? app::TableMode::kFailures : app::TableMode::kCompact;
   app::print_table(stdout, report.scenarios, mode, ::isatty(STDOUT_FILENO) != 0);

@@ -191,6 +191,9 @@ std::string report_to_json(const RunReport& r) {
   };
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
+  if (p.shard)
+    j["provenance"]["shard"] = {{"index", p.shard->index}, {"count", p.shard->count}, {"selection", p.shard->selection},
+                                {"costs", p.shard->costs}};
 
 namespace {
 

@@ -32,6 +32,15 @@ struct Provenance {
   double duration_s = 0.0;
   std::string injection;   // empty: none
   std::optional<uint64_t> seed_override;
+  // --shard I/N: which part of which selection this run holds (scripts/merge_reports.py joins the
+  // shards' reports and checks them against `selection`).
+  struct Shard {
+    int index = 1;                       // 1 .. count
+    int count = 1;
+    std::vector<std::string> selection;  // every selected scenario's name, in the suite's order
+    std::string costs;                   // the report whose durations balanced the shards; "" for none
+  };
+  std::optional<Shard> shard;
 };
 
 struct RunReport {
