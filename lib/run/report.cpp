@@ -92,13 +92,15 @@ json check_to_json(const CheckResult& c) {
 json scenario_to_json_value(const ScenarioResult& s) {
   json checks = json::array();
   for (const auto& c : s.checks) checks.push_back(check_to_json(c));
-  return {{"name", s.name},
-          {"file", s.file},
-          {"verdict", to_string(s.verdict)},
-          {"error", s.error.empty() ? json(nullptr) : json(s.error)},
-          {"repro", s.repro},
-          {"duration_s", s.duration_s},
-          {"checks", checks}};
+  json j = {{"name", s.name},
+            {"file", s.file},
+            {"verdict", to_string(s.verdict)},
+            {"error", s.error.empty() ? json(nullptr) : json(s.error)},
+            {"repro", s.repro},
+            {"duration_s", s.duration_s},
+            {"checks", checks}};
+  if (!s.cuda_visible_devices.empty()) j["cuda_visible_devices"] = s.cuda_visible_devices;
+  return j;
 }
 
 }  // namespace
@@ -189,11 +191,11 @@ std::string report_to_json(const RunReport& r) {
         {"skipped_by_reason", counts.skipped_by_reason}}},
       {"scenarios", scenarios},
   };
-  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
-}
   if (p.shard)
     j["provenance"]["shard"] = {{"index", p.shard->index}, {"count", p.shard->count}, {"selection", p.shard->selection},
                                 {"costs", p.shard->costs}};
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
 
 namespace {
 

@@ -1,5 +1,6 @@
 #include "lib/run/suite_runner.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -7,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lib/dcp/launch_env.h"
 #include "lib/run/suite_runner_children.h"
 
 namespace mla {
@@ -88,9 +90,12 @@ ScenarioResult run_here(const SuiteOptions& opt, const Scenario& s,
 }
 
 // The body of a scenario's child: streams "check JSON" lines as checks finish and one
-// "result JSON" line at the end.
-ChildBody scenario_child(const SuiteOptions& opt, const Scenario& s) {
-  return [&opt, &s](const ChildEmit& emit) {
+// "result JSON" line at the end. `device`, when not empty, is its CUDA_VISIBLE_DEVICES, set
+// before its backend (and CUDA) exists.
+ChildBody scenario_child(const SuiteOptions& opt, const Scenario& s, const std::string& device) {
+  return [&opt, &s, device](const ChildEmit& emit) {
+    set_multicast_off();
+    if (!device.empty()) ::setenv("CUDA_VISIBLE_DEVICES", device.c_str(), 1);
     ScenarioResult result;
     try {
       result = run_here(opt, s, [&](const CheckResult& check) { emit("check " + check_result_to_json(check)); });
@@ -150,14 +155,23 @@ std::vector<ScenarioResult> run_suite(const SuiteOptions& opt) {
   // Scenarios start in suite order as slots free up; each result goes to its scenario's place.
   // Leaving early (an exception from a callback) kills the children still running (~ChildPool).
   ChildPool pool(opt.jobs);
+  std::vector<bool> slot_busy(std::max<size_t>(opt.jobs, 1), false);
+  std::vector<size_t> slot_of(n, 0);
   size_t next = 0;
   while (next < n || !pool.idle()) {
     for (; next < n && !pool.full(); ++next) {
       if (opt.on_start) opt.on_start(next, n, opt.scenarios[next]);
-      pool.start(next, scenario_child(opt, opt.scenarios[next]), opt.timeout_s);
+      const size_t slot = static_cast<size_t>(std::find(slot_busy.begin(), slot_busy.end(), false) - slot_busy.begin());
+      slot_busy[slot] = true;
+      slot_of[next] = slot;
+      pool.start(next, scenario_child(opt, opt.scenarios[next], device_for_slot(opt.devices, slot)), opt.timeout_s);
     }
-    for (const ChildPool::Finished& f : pool.wait_any())
-      finish(f.tag, result_from_child(opt.scenarios[f.tag], f.outcome));
+    for (const ChildPool::Finished& f : pool.wait_any()) {
+      slot_busy[slot_of[f.tag]] = false;
+      ScenarioResult r = result_from_child(opt.scenarios[f.tag], f.outcome);
+      r.cuda_visible_devices = device_for_slot(opt.devices, slot_of[f.tag]);
+      finish(f.tag, std::move(r));
+    }
   }
   return out;
 }
