@@ -85,8 +85,10 @@ uint64_t decode_length(const char* p) {
 
 class HubClient : public Exchange {
  public:
-  HubClient(int fd, int rank, int size) : fd_(fd), rank_(rank), size_(size) {}
-  ~HubClient() override { ::close(fd_); }
+  HubClient(int fd, int rank, int size, bool owns_fd) : fd_(fd), rank_(rank), size_(size), owns_fd_(owns_fd) {}
+  ~HubClient() override {
+    if (owns_fd_) ::close(fd_);
+  }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Status all_gather(const std::string& mine, double timeout_s, std::vector<std::string>* all) override {
@@ -99,6 +101,7 @@ class HubClient : public Exchange {
  private:
   int fd_;
   int rank_, size_;
+  bool owns_fd_;
 };
 
 class Solo : public Exchange {
@@ -163,8 +166,8 @@ Status recv_frame(int fd, double timeout_s, std::string* payload) {
   return read_exact(fd, payload->data(), payload->size(), deadline, timeout_s);
 }
 
-std::unique_ptr<Exchange> hub_client(int fd, int rank, int size) {
-  return std::make_unique<HubClient>(fd, rank, size);
+std::unique_ptr<Exchange> hub_client(int fd, int rank, int size, bool owns_fd) {
+  return std::make_unique<HubClient>(fd, rank, size, owns_fd);
 }
 
 std::unique_ptr<Exchange> solo_exchange() { return std::make_unique<Solo>(); }

@@ -38,8 +38,8 @@ class Exchange {
 };
 
 // A participant whose hub is at the other end of `fd` (a socketpair to the launching parent, or
-// a TCP connection to rank 0). Takes ownership of fd.
-std::unique_ptr<Exchange> hub_client(int fd, int rank, int size);
+// a TCP connection to rank 0). Closes fd when destroyed if it owns it.
+std::unique_ptr<Exchange> hub_client(int fd, int rank, int size, bool owns_fd = true);
 
 // The exchange of a run of one rank: all_gather returns {mine}.
 std::unique_ptr<Exchange> solo_exchange();

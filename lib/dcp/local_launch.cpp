@@ -27,7 +27,7 @@ Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
-[[noreturn]] void child_main(const LocalLaunchOptions& opt, const RankBody& body, int rank, int fd, pid_t parent,
+[[noreturn]] void child_main(const LocalLaunchOptions& opt, const RankFdBody& body, int rank, int fd, pid_t parent,
                              const std::map<std::string, std::string>& base) {
 #ifdef __linux__
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -44,8 +44,7 @@ Clock::duration seconds(double s) {
   replace_environment(child_environment(base, overrides));
   int code = 0;
   try {
-    auto exchange = hub_client(fd, rank, opt.world);
-    code = body(rank, opt.world, *exchange);
+    code = body(rank, opt.world, fd);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
     code = 4;
@@ -73,10 +72,9 @@ int LocalLaunchOutcome::run_exit_code() const {
   return rank0 == 1 ? 1 : 3;  // a failed check outranks a runtime error, as in mla-check
 }
 
-LocalLaunchOutcome launch_local_ranks(const LocalLaunchOptions& opt, const RankBody& body) {
-  LocalLaunchOutcome out;
+RankProcesses start_local_ranks(const LocalLaunchOptions& opt, const RankFdBody& body) {
+  RankProcesses out;
   const int n = opt.world;
-  out.exit_codes.assign(static_cast<size_t>(std::max(n, 0)), -1);
   if (n < 1) {
     out.error = "a run needs at least one rank";
     return out;
@@ -86,48 +84,100 @@ LocalLaunchOutcome launch_local_ranks(const LocalLaunchOptions& opt, const RankB
     return out;
   }
   const std::map<std::string, std::string> base = current_environment();
-  std::vector<int> fds(static_cast<size_t>(n), -1);
-  std::vector<pid_t> pids(static_cast<size_t>(n), -1);
-  std::vector<bool> running(static_cast<size_t>(n), false), open(static_cast<size_t>(n), false);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t parent = ::getpid();
+  for (int r = 0; r < n && out.error.empty(); ++r) {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+      out.error = std::string("socketpair() failed: ") + std::strerror(errno);
+      break;
+    }
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      out.error = std::string("fork() failed: ") + std::strerror(errno);
+      ::close(sv[0]);
+      ::close(sv[1]);
+      break;
+    }
+    if (pid == 0) {
+      for (int fd : out.fds) ::close(fd);
+      ::close(sv[0]);
+      child_main(opt, body, r, sv[1], parent, base);
+    }
+    ::close(sv[1]);
+    out.fds.push_back(sv[0]);
+    out.pids.push_back(pid);
+  }
+  if (!out.error.empty()) {
+    for (int pid : out.pids) ::kill(pid, SIGKILL);
+    end_local_ranks(out, 0.0);
+  }
+  return out;
+}
+
+std::vector<int> end_local_ranks(RankProcesses& ranks, double wait_s) {
+  for (int fd : ranks.fds) ::close(fd);
+  ranks.fds.clear();
+  std::vector<int> codes(ranks.pids.size(), -1);
+  const auto deadline = Clock::now() + seconds(wait_s);
+  std::vector<bool> done(ranks.pids.size(), false);
+  for (;;) {
+    bool all = true;
+    for (size_t r = 0; r < ranks.pids.size(); ++r) {
+      if (done[r]) continue;
+      int status = 0;
+      if (::waitpid(ranks.pids[r], &status, WNOHANG) == ranks.pids[r]) {
+        done[r] = true;
+        codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      } else {
+        all = false;
+      }
+    }
+    if (all) break;
+    if (Clock::now() >= deadline) {
+      for (size_t r = 0; r < ranks.pids.size(); ++r)
+        if (!done[r]) ::kill(ranks.pids[r], SIGKILL);
+      for (size_t r = 0; r < ranks.pids.size(); ++r) {
+        if (done[r]) continue;
+        int status = 0;
+        while (::waitpid(ranks.pids[r], &status, 0) < 0 && errno == EINTR) {
+        }
+        codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      break;
+    }
+    ::usleep(2000);
+  }
+  ranks.pids.clear();
+  return codes;
+}
+
+LocalLaunchOutcome launch_local_ranks(const LocalLaunchOptions& opt, const RankBody& body) {
+  LocalLaunchOutcome out;
+  const int n = opt.world;
+  out.exit_codes.assign(static_cast<size_t>(std::max(n, 0)), -1);
+  RankProcesses started = start_local_ranks(opt, [&](int rank, int world, int fd) {
+    auto exchange = hub_client(fd, rank, world);
+    return body(rank, world, *exchange);
+  });
+  if (!started.error.empty()) {
+    out.error = started.error;
+    return out;
+  }
+  const std::vector<int>& fds = started.fds;
+  const std::vector<int>& pids = started.pids;
+  std::vector<bool> running(static_cast<size_t>(n), true), open(static_cast<size_t>(n), true);
   const auto kill_running = [&] {
     for (int r = 0; r < n; ++r)
       if (running[static_cast<size_t>(r)]) ::kill(pids[static_cast<size_t>(r)], SIGKILL);
   };
   std::string errors;
   const auto note = [&](const std::string& e) { errors += (errors.empty() ? "" : "; ") + e; };
-
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const pid_t parent = ::getpid();
-  for (int r = 0; r < n; ++r) {
-    int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-      note(std::string("socketpair() failed: ") + std::strerror(errno));
-      break;
-    }
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-      note(std::string("fork() failed: ") + std::strerror(errno));
-      ::close(sv[0]);
-      ::close(sv[1]);
-      break;
-    }
-    if (pid == 0) {
-      for (int q = 0; q < r; ++q) ::close(fds[static_cast<size_t>(q)]);
-      ::close(sv[0]);
-      child_main(opt, body, r, sv[1], parent, base);
-    }
-    ::close(sv[1]);
-    fds[static_cast<size_t>(r)] = sv[0];
-    pids[static_cast<size_t>(r)] = pid;
-    running[static_cast<size_t>(r)] = true;
-    open[static_cast<size_t>(r)] = true;
-  }
   const auto start = Clock::now();
   const auto deadline = start + seconds(opt.timeout_s);
   std::optional<Clock::time_point> kill_at;
   bool killed = false;
-  if (!errors.empty()) kill_at = start;  // not every rank started: the others would wait forever
 
   HubRelay relay(fds);
   auto any_running = [&] {
@@ -150,12 +200,11 @@ LocalLaunchOutcome launch_local_ranks(const LocalLaunchOptions& opt, const RankB
     }
     if (!any_running()) break;
     const auto now = Clock::now();
-    if (killed) {
-    } else if (now >= deadline) {
+    if (!killed && now >= deadline) {
       note("the ranks ran past " + std::to_string(static_cast<int64_t>(opt.timeout_s)) + " s and were killed");
       kill_running();
       killed = true;
-    } else if (kill_at && now >= *kill_at) {
+    } else if (!killed && kill_at && now >= *kill_at) {
       std::string left;
       for (int r = 0; r < n; ++r)
         if (running[static_cast<size_t>(r)]) left += (left.empty() ? "" : ", ") + std::to_string(r);
@@ -183,8 +232,7 @@ LocalLaunchOutcome launch_local_ranks(const LocalLaunchOptions& opt, const RankB
       kill_at = Clock::now() + seconds(opt.grace_s);
     }
   }
-  for (int fd : fds)
-    if (fd >= 0) ::close(fd);
+  for (int fd : fds) ::close(fd);
   out.error = errors;
   return out;
 }

@@ -42,4 +42,19 @@ struct LocalLaunchOutcome {
 
 LocalLaunchOutcome launch_local_ranks(const LocalLaunchOptions& opt, const RankBody& body);
 
+// The same start, for a caller that drives the ranks itself instead of relaying between them
+// (mla-bench's DCP workers): rank r's body gets its end of the socketpair (it owns it); the caller
+// gets the other ends in `fds`. opt.timeout_s and opt.grace_s do not apply: end_local_ranks ends
+// them.
+struct RankProcesses {
+  std::vector<int> pids;
+  std::vector<int> fds;  // the caller's ends, by rank
+  std::string error;     // not every rank started: those that did were killed, pids and fds are empty
+};
+using RankFdBody = std::function<int(int rank, int world, int fd)>;
+RankProcesses start_local_ranks(const LocalLaunchOptions& opt, const RankFdBody& body);
+// Closes the caller's ends, waits up to wait_s for the ranks to exit, SIGKILLs the rest; the exit
+// codes by rank (-1: killed or ended by a signal).
+std::vector<int> end_local_ranks(RankProcesses& ranks, double wait_s);
+
 }  // namespace mla
