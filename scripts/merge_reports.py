@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_reports import REPORT_SCHEMA, BadInput, load_json  # noqa: E402
+from compare_reports import REPORT_SCHEMA, BadInput, load_json, write_json_atomically  # noqa: E402
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 3
@@ -194,22 +192,6 @@ def merge(paths: list[Path]) -> dict[str, Any]:
     return {"schema": REPORT_SCHEMA, "provenance": provenance, "summary": summary_of(scenarios), "scenarios": scenarios}
 
 
-def write_atomically(path: Path, document: dict[str, Any]) -> None:
-    """Temp file in the same folder, then rename: a reader never sees half a report."""
-    try:
-        descriptor, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as error:
-        raise BadInput(f"cannot write {path}: {error}") from None
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            json.dump(document, handle, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
-            handle.write("\n")
-        os.replace(temp_name, path)
-    except OSError as error:
-        Path(temp_name).unlink(missing_ok=True)
-        raise BadInput(f"cannot write {path}: {error}") from None
-
-
 class ArgumentParser(argparse.ArgumentParser):
     """argparse exits 2 on a usage error; this script's code for bad input is 3."""
 
@@ -230,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.out.resolve() in resolved:
             raise BadInput(f"--out {args.out} is one of the shards' reports (an input is never overwritten)")
         merged = merge(args.shards)
-        write_atomically(args.out, merged)
+        write_json_atomically(args.out, merged, "--out")
     except BadInput as error:
         print(f"merge_reports.py: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -39,7 +39,6 @@ constexpr uint64_t kStreamDcp = 21;              // of the sweep seed; distinct 
 constexpr int64_t kEntryPoolRows = 4096;         // distinct packed entries, tiled over every shard
 constexpr int64_t kTilePages = 256;              // pages per host-side tile of the cache
 constexpr double kCommandTimeoutS = 3600.0;      // a setup of a 128k-token shard takes seconds, a step milliseconds
-const float kScale = static_cast<float>(1.0 / std::sqrt(192.0));
 
 // --- The worker (one per GPU) --------------------------------------------------------------------
 
@@ -228,24 +227,9 @@ class Worker {
     c.dcp_interleave = I;
 
     SparseMqaParams& m = st->sparse;
-    m.q_nope_lat = st->q.as<bf16_t>();
-    m.q_nope_token_stride = int64_t{H} * kDl;
-    m.q_nope_head_stride = kDl;
-    m.q_pe = st->q.as<bf16_t>() + kDc;
-    m.q_pe_token_stride = int64_t{H} * kDl;
-    m.q_pe_head_stride = kDl;
-    m.num_tokens = T;
-    m.num_heads = H;
-    m.indices = st->slots.as<int32_t>();
-    m.indices_row_stride = K;
-    m.topk = K;
-    m.cache.data = st->cache.as<uint8_t>();
-    m.cache.num_blocks = num_blocks;
-    m.cache.block_size = B;
-    m.cache.page_stride_bytes = page_bytes;
-    m.scale = kScale;
-    m.out_lat = st->out.as<bf16_t>();
-    m.lse = st->lse.as<float>();
+    m = packed_sparse_mqa_params(st->q.as<bf16_t>(), T, H, st->slots.as<int32_t>(), K,
+                                 {st->cache.as<uint8_t>(), num_blocks, B, page_bytes}, st->out.as<bf16_t>(),
+                                 st->lse.as<float>());
     const NativeDevice dev = be.native_device();
     const int32_t target = sparse_plan_target(dev.multiprocessors > 0 ? dev.multiprocessors : 64, H);
     st->plan_buffers = std::make_unique<BufferSet>(be);

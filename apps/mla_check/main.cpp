@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -38,18 +37,6 @@ using namespace mla;
 namespace {
 
 constexpr int kExitPass = 0, kExitFail = 1, kExitUsage = 2, kExitRuntime = 3;
-
-std::string utc_now_iso8601() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
-std::string hostname() {
-  char buf[256] = {0};
-  return ::gethostname(buf, sizeof buf - 1) == 0 ? buf : "unknown";
-}
 
 std::string default_scenario_dir() {
   if (const char* env = std::getenv("MLA_SCENARIO_DIR")) return env;

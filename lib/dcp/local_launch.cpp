@@ -11,11 +11,9 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 
 #include "lib/dcp/launch_env.h"
+#include "lib/run/suite_runner_children.h"
 
 namespace mla {
 
@@ -29,12 +27,7 @@ Clock::duration seconds(double s) {
 
 [[noreturn]] void child_main(const LocalLaunchOptions& opt, const RankFdBody& body, int rank, int fd, pid_t parent,
                              const std::map<std::string, std::string>& base) {
-#ifdef __linux__
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) ::_exit(5);
-#else
-  (void)parent;
-#endif
+  die_with_parent(parent);
   std::map<std::string, std::string> overrides = opt.extra_env;
   overrides["RANK"] = std::to_string(rank);
   overrides["WORLD_SIZE"] = std::to_string(opt.world);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <map>
 
@@ -147,6 +148,18 @@ ScenarioCounts count_scenarios(const RunReport& r) {
     }
   }
   return n;
+}
+
+std::string utc_now_iso8601() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string hostname() {
+  char buf[256] = {0};
+  return ::gethostname(buf, sizeof buf - 1) == 0 ? buf : "unknown";
 }
 
 std::string report_to_json(const RunReport& r) {

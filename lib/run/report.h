@@ -66,6 +66,11 @@ ScenarioCounts count_scenarios(const RunReport& r);
 // first ": "; "no reason given" for an empty one.
 std::string skip_group(const std::string& reason);
 
+// The provenance's clock and host: now as ISO 8601 UTC ("2025-01-01T12:00:00Z"), and this
+// machine's host name ("unknown" when it has none).
+std::string utc_now_iso8601();
+std::string hostname();
+
 std::string report_to_json(const RunReport& r);
 Status write_report_atomic(const std::string& path, const RunReport& r);
 // Whether write_report_atomic could write `path`, asked before a run instead of after it: the
