@@ -330,24 +330,9 @@ Status prepare_sparse(Backend& b, const SparseMqaShape& sh, std::unique_ptr<Prep
   check_alloc(p->lse.allocate(b, static_cast<size_t>(T * H) * sizeof(float)));
 
   SparseMqaParams& m = p->params;
-  m.q_nope_lat = p->q.as<bf16_t>();
-  m.q_nope_token_stride = int64_t{H} * kDl;
-  m.q_nope_head_stride = kDl;
-  m.q_pe = p->q.as<bf16_t>() + kDc;
-  m.q_pe_token_stride = int64_t{H} * kDl;
-  m.q_pe_head_stride = kDl;
-  m.num_tokens = T;
-  m.num_heads = H;
-  m.indices = p->indices.as<int32_t>();
-  m.indices_row_stride = K;
-  m.topk = K;
-  m.cache.data = p->cache.as<uint8_t>();
-  m.cache.num_blocks = layout.num_blocks;
-  m.cache.block_size = B;
-  m.cache.page_stride_bytes = page_stride;
-  m.scale = kScale;
-  m.out_lat = p->out_lat.as<bf16_t>();
-  m.lse = p->lse.as<float>();
+  m = packed_sparse_mqa_params(p->q.as<bf16_t>(), T, H, p->indices.as<int32_t>(), K,
+                               {p->cache.as<uint8_t>(), layout.num_blocks, B, page_stride}, p->out_lat.as<bf16_t>(),
+                               p->lse.as<float>());
   const SparseMqaPlan plan = plan_sparse_mqa(static_cast<int32_t>(T), K, sparse_target_items(b, H));
   p->plan_buffers = std::make_unique<BufferSet>(b);
   try {
@@ -618,6 +603,27 @@ std::vector<int64_t> equal_split(int64_t total, int64_t parts) {
   std::vector<int64_t> lens(static_cast<size_t>(parts));
   for (int64_t i = 0; i < parts; ++i) lens[static_cast<size_t>(i)] = total / parts + (i < total % parts ? 1 : 0);
   return lens;
+}
+
+SparseMqaParams packed_sparse_mqa_params(const bf16_t* q, int64_t tokens, int32_t heads, const int32_t* slots,
+                                         int32_t topk, const PagedCacheView& cache, bf16_t* out_lat, float* lse) {
+  SparseMqaParams m;
+  m.q_nope_lat = q;
+  m.q_nope_token_stride = int64_t{heads} * kDl;
+  m.q_nope_head_stride = kDl;
+  m.q_pe = q + kDc;
+  m.q_pe_token_stride = int64_t{heads} * kDl;
+  m.q_pe_head_stride = kDl;
+  m.num_tokens = tokens;
+  m.num_heads = heads;
+  m.indices = slots;
+  m.indices_row_stride = topk;
+  m.topk = topk;
+  m.cache = cache;
+  m.scale = kScale;
+  m.out_lat = out_lat;
+  m.lse = lse;
+  return m;
 }
 
 AttentionCost sparse_mqa_cost(int64_t tokens, int32_t heads, int32_t topk, int64_t distinct_entries) {

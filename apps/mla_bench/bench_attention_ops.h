@@ -74,6 +74,12 @@ struct AttentionCost {
 };
 // Sparse MQA over `tokens` query tokens reading `distinct_entries` distinct cache entries.
 AttentionCost sparse_mqa_cost(int64_t tokens, int32_t heads, int32_t topk, int64_t distinct_entries);
+// One sparse MQA launch's params over queries packed [T, H, 576] (each head's latent part, then its
+// RoPE part: the params' two parts are views of it), top-k slots [T, K] into `cache`, outputs
+// [T, H, 512] and LSEs [T, H], the model's softmax scale 1/sqrt(192). The work partition is the
+// caller's (attach_plan).
+SparseMqaParams packed_sparse_mqa_params(const bf16_t* q, int64_t tokens, int32_t heads, const int32_t* slots,
+                                         int32_t topk, const PagedCacheView& cache, bf16_t* out_lat, float* lse);
 // Dense MHA of num_reqs requests with cumulative query / key lengths cu_q, cu_k (host arrays of
 // num_reqs + 1): attended pairs causal_pairs per request, or nq x nk unmasked.
 AttentionCost dense_mha_cost(const int32_t* cu_q, const int32_t* cu_k, int32_t num_reqs, int32_t heads, bool causal);

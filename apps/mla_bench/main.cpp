@@ -26,6 +26,7 @@
 #include "apps/mla_bench/bench_attention_ops.h"
 #include "apps/mla_bench/benchmark_flags.h"
 #include "apps/mla_bench/bench_cache_ops.h"
+#include "apps/mla_bench/bench_dcp.h"
 #include "apps/mla_bench/device_timer.h"
 #include "apps/mla_bench/dump.h"
 #include "apps/mla_bench/l2_flush.h"
@@ -50,7 +51,8 @@ constexpr const char* kBenchmarkFlagsHelp =
     "                                   gather/B:61/seq_starts:on/rows:4096, convert/B:64/K:2048/rows:64,\n"
     "                                   sparse_mqa/batch:128/q:2/H:128/K:2048/seq:8192,\n"
     "                                   dense_mha/H:128/reqs:1/tokens:8192, forward/mixed_medium/H:128/K:2048,\n"
-    "                                   route/dense/H:128/K:2048/prefill:256)\n"
+    "                                   route/dense/H:128/K:2048/prefill:256,\n"
+    "                                   dcp/ranks:4/batch:128/q:2/H:128/K:2048/seq:131072)\n"
     "  --benchmark_out=FILE --benchmark_out_format=json|csv|console\n"
     "  --benchmark_repetitions=N        default: the sweep's \"repetitions\" (5 in cache_path)\n"
     "  --benchmark_report_aggregates_only=true|false   default: true (mean/median/stddev/cv)\n"
@@ -91,7 +93,8 @@ int list_sweeps() {
     const size_t shapes = s.pack_tokens.size() +
                           s.gather_block_sizes.size() * s.gather_seq_starts.size() * s.gather_rows.size() +
                           s.convert_topk.size() * s.convert_rows.size() + s.sparse_shapes.size() +
-                          s.dense_shapes.size() + s.forward_batches.size() + s.route_shapes.size();
+                          s.dense_shapes.size() + s.forward_batches.size() + s.route_shapes.size() +
+                          s.dcp_shapes.size() * s.dcp_ranks.size();
     std::printf("%-12s %3zu shapes, %d repetitions  %s\n", name.c_str(), shapes, s.repetitions, s.description.c_str());
   }
   std::printf("(or --sweep FILE with a sweep file: docs/benchmarks.md)\n");
@@ -286,6 +289,8 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "mla-bench: %s\n", s.message().c_str());
       return kExitUsage;
     }
+    // The dcp sweep's workers are processes of their own, one per GPU (bench_dcp.h).
+    if (sweep.has_dcp()) return run_dcp_sweep(sweep, choice);
     std::string why;
     backend = make_backend(choice, &why);
     if (!backend) {

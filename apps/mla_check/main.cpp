@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -18,10 +17,12 @@
 
 #include "lib/backends/injection.h"
 #include "lib/backends/kernel_policy_env.h"
+#include "lib/dcp/launch_env.h"
 #include "lib/run/memory_estimate.h"
 #include "lib/run/report.h"
 #include "lib/scenario/scenario.h"
 #include "lib/run/selection.h"
+#include "lib/run/shard.h"
 #include "lib/run/suite_runner.h"
 #include "fuzz_cli.h"
 #include "progress.h"
@@ -37,18 +38,6 @@ namespace {
 
 constexpr int kExitPass = 0, kExitFail = 1, kExitUsage = 2, kExitRuntime = 3;
 
-std::string utc_now_iso8601() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
-std::string hostname() {
-  char buf[256] = {0};
-  return ::gethostname(buf, sizeof buf - 1) == 0 ? buf : "unknown";
-}
-
 std::string default_scenario_dir() {
   if (const char* env = std::getenv("MLA_SCENARIO_DIR")) return env;
   return MLA_DEFAULT_SCENARIO_DIR;
@@ -60,13 +49,13 @@ size_t online_cpus() {
 }
 
 // --jobs 0 on the CUDA backend: every scenario process holds a CUDA context (hundreds of MB of
-// device memory) and they share one GPU, so "one per CPU" is capped. An explicit --jobs N is
-// taken as given.
+// device memory) and the processes given one GPU share it, so "one per CPU" is capped per GPU.
+// An explicit --jobs N is taken as given.
 constexpr size_t kAutoJobsOnGpu = 8;
 
-size_t auto_jobs(bool on_gpu) {
+size_t auto_jobs(bool on_gpu, int gpus) {
   const size_t cpus = online_cpus();
-  return on_gpu ? std::min(cpus, kAutoJobsOnGpu) : cpus;
+  return on_gpu ? std::min(cpus, kAutoJobsOnGpu * static_cast<size_t>(std::max(gpus, 1))) : cpus;
 }
 
 // Whether two paths name one existing file (device and inode).
@@ -130,10 +119,18 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(1.0, 7 * 86400.0))
       ->capture_default_str();
   app.add_option("-j,--jobs", jobs,
-                 "Scenario processes run at once (0: one per online CPU, at most 8 on the CUDA backend); the results "
+                 "Scenario processes run at once (0: one per online CPU, at most 8 per GPU on the CUDA backend; with several "
+                 "GPUs each process gets one); the results "
                  "keep the suite's order")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
+  std::string shard_text, shard_costs;
+  app.add_option("--shard", shard_text,
+                 "Run only shard I of N (I/N, 1 <= I <= N) of the selected scenarios, balanced by recorded durations "
+                 "(scripts/merge_reports.py joins the shards' reports)");
+  app.add_option("--shard-costs", shard_costs,
+                 "With --shard: the report whose durations balance the shards (default: the host baseline, "
+                 "scenarios/baselines/host-report.json beside the scenario directory)");
   app.add_flag("--no-isolate", no_isolate, "Run scenarios in this process, one at a time (a crash then ends the run)");
   app.add_flag("-q,--quiet", quiet, "Print only failing checks and the summary");
   app.add_flag("-v,--verbose", verbose, "Print every check (default: one row per passing scenario)");
@@ -157,7 +154,8 @@ int run(int argc, char** argv) {
   }
   if (const std::string e = empty_option(app, {{"--report", &report_path}, {"--seed", &seed_text},
                                                 {"--inject", &inject_name}, {"--scenario-dir", &scenario_dir},
-                                                {"--backend", &backend_name}});
+                                                {"--backend", &backend_name}, {"--shard", &shard_text},
+                                                {"--shard-costs", &shard_costs}});
       !e.empty()) {
     std::fprintf(stderr, "mla-check: %s\n", e.c_str());
     return kExitUsage;
@@ -225,9 +223,10 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "mla-check: %s\n", bad.c_str());
       return kExitUsage;
     }
-    if (!scenario_args.empty() || !filter.empty() || !exclude_tags.empty() || list || no_isolate) {
+    if (!scenario_args.empty() || !filter.empty() || !exclude_tags.empty() || list || no_isolate ||
+        app.count("--shard") > 0 || app.count("--shard-costs") > 0) {
       std::fprintf(stderr, "mla-check: --fuzz generates its scenarios and runs each in a child process: it cannot be "
-                           "combined with --scenario, --filter, --exclude-tag, --list or --no-isolate\n");
+                           "combined with --scenario, --filter, --exclude-tag, --list, --no-isolate or --shard\n");
       return kExitUsage;
     }
     fuzz_opt.seed = seed.value_or(1);  // the fuzz run's seed; each case draws its own scenario seed
@@ -252,6 +251,18 @@ int run(int argc, char** argv) {
   }
   for (const auto& note : selection_notes) std::fprintf(stderr, "mla-check: note: %s\n", note.c_str());
   std::vector<Scenario> scenarios = std::get<std::vector<Scenario>>(std::move(selected));
+  std::optional<Provenance::Shard> shard;
+  if (app.count("--shard") > 0 || app.count("--shard-costs") > 0) {
+    auto part = select_shard(shard_text, shard_costs, scenario_dir, scenarios);
+    if (const auto* bad = std::get_if<std::string>(&part)) {
+      std::fprintf(stderr, "mla-check: %s\n", bad->c_str());
+      return kExitUsage;
+    }
+    auto& sel_part = std::get<ShardSelection>(part);
+    if (!sel_part.note.empty()) std::fprintf(stderr, "mla-check: note: %s\n", sel_part.note.c_str());
+    shard = std::move(sel_part.info);
+    scenarios = std::move(sel_part.scenarios);
+  }
   if (list) {
     for (const auto& s : scenarios) {
       std::string checks;
@@ -338,7 +349,15 @@ int run(int argc, char** argv) {
   opt.injection = *injection;
   opt.isolate = !no_isolate;
   opt.timeout_s = timeout_s;
-  opt.jobs = jobs > 0 ? static_cast<size_t>(jobs) : auto_jobs(probe.on_gpu);
+  opt.jobs = jobs > 0 ? static_cast<size_t>(jobs) : auto_jobs(probe.on_gpu, probe.device_count);
+  // Several GPUs: each scenario process gets one, by its slot (round robin).
+  if (probe.on_gpu && probe.device_count > 1 && !no_isolate) {
+    const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+    opt.devices = visible_device_ids(cvd ? std::optional<std::string>(cvd) : std::nullopt, probe.device_count);
+    if (opt.jobs > 1)
+      std::fprintf(stderr, "mla-check: note: %zu scenario processes at once over %zu GPUs (CUDA_VISIBLE_DEVICES by slot)\n",
+                   opt.jobs, opt.devices.size());
+  }
   opt.dump.dir = dump_dir;
   opt.dump.max_bytes = dump_max_bytes;
   opt.repro_prefix = std::string(argv[0]) + " --backend " + to_string(probe.resolved) +
@@ -366,6 +385,7 @@ int run(int argc, char** argv) {
   report.provenance.started_at = utc_now_iso8601();
   report.provenance.injection = to_string(*injection);
   report.provenance.seed_override = fuzz ? std::nullopt : seed;  // with --fuzz, --seed picks the cases
+  report.provenance.shard = shard;
   FuzzOutcome fuzz_out;
   if (fuzz) {
     fuzz_opt.suite = opt;

@@ -267,6 +267,15 @@ bool cuda_backend_available(std::string* why_not) {
   return true;
 }
 
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
 bool wgmma_kernels_built() { return MLA_HAVE_WGMMA != 0; }
 
 std::unique_ptr<Backend> make_cuda_backend(const KernelPolicy& policy, std::string* error) {

@@ -116,7 +116,7 @@ def test_bad_sweep_files_exit_2_naming_the_field(tmp_path, text, where, problem)
     ('{"schema": 1, "name": "", "pack": {"tokens": [1]}}', "/name", "expected a non-empty string"),
     ('{' + SCHEMA + ', "repetition": 3, "pack": {"tokens": [1]}}', "/repetition",
      'unknown key "repetition" (did you mean "repetitions"?); allowed here: schema, name, description, seed, '
-     'repetitions, min_time_s, host, pack, gather, convert, attention'),
+     'repetitions, min_time_s, host, pack, gather, convert, dcp, attention'),
     ('{' + SCHEMA + ', "a/b~": 3, "pack": {"tokens": [1]}}', "/a~1b~0", 'unknown key "a/b~"'),
     ('{' + SCHEMA + ', "repetitions": 0, "pack": {"tokens": [1]}}', "/repetitions", "value 0 is outside [1, 1000]"),
     ('{' + SCHEMA + ', "repetitions": 2.0, "pack": {"tokens": [1]}}', "/repetitions",
