@@ -136,6 +136,12 @@ class DeviceBuffer {
 
 namespace mla::bench {
 
+// Packs latent rows ([rows, 576] bf16: kv_c then k_pe; row i goes to slots[i], -1 skips it, rows
+// past slots.size() are not read) on the backend into `cache` (pages of `page_stride` bytes holding
+// `block_size` entries each), updated in place: the cache bytes before the call in, after it out.
+Status pack_rows(Backend& backend, const std::vector<bf16_t>& rows, const std::vector<int64_t>& slots,
+                 int32_t block_size, int64_t page_stride, std::vector<uint8_t>* cache);
+
 // Packs `rows` latent rows ([n, 576] bf16) on the backend into n consecutive 656-byte entries
 // (a one-token-per-page cache) and copies them back: quantized entries made by the backend's own
 // pack, for building gather inputs.

@@ -17,12 +17,12 @@
 #include <string>
 #include <vector>
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <benchmark/benchmark.h>
 
+#include "apps/common/cli.h"
 #include "apps/mla_bench/bench_attention_ops.h"
 #include "apps/mla_bench/benchmark_flags.h"
 #include "apps/mla_bench/bench_cache_ops.h"
@@ -159,11 +159,6 @@ std::string empty_option(const CLI::App& app, const Options& o) {
   return "";
 }
 
-bool same_file(const std::string& a, const std::string& b) {
-  struct stat sa {}, sb {};
-  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 // --dump DIR: an existing non-directory, or a folder that cannot be made, is refused before the
 // backend is made ("" when DIR is usable).
 std::string dump_dir_problem(const std::string& dir) {
@@ -255,7 +250,7 @@ int run(int argc, char** argv) {
     return kExitUsage;
   }
   if (opt.list_shapes) return list_shapes(sweep, opt.json);
-  if (bm_flags.out && sweep.source != "built-in" && same_file(*bm_flags.out, sweep.source)) {
+  if (bm_flags.out && sweep.source != "built-in" && app::same_file(*bm_flags.out, sweep.source)) {
     std::fprintf(stderr, "mla-bench: --benchmark_out %s: is the sweep file (an input is never overwritten)\n",
                  bm_flags.out->c_str());
     return kExitUsage;
@@ -425,11 +420,4 @@ int run(int argc, char** argv) {
   return kExitOk;
 }
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {  // never an abort: a message and the runtime-error code
-    std::fprintf(stderr, "mla-bench: internal error: %s\n", e.what());
-    return kExitRuntime;
-  }
-}
+int main(int argc, char** argv) { return app::main_guarded("mla-bench", run, argc, argv); }

@@ -16,7 +16,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "apps/mla_check/table.h"
+#include "apps/common/cli.h"
+#include "apps/common/table.h"
 #include "lib/backends/backend_choice.h"
 #include "lib/backends/kernel_policy_env.h"
 #include "lib/dcp/communicator.h"
@@ -27,15 +28,10 @@
 #include "lib/run/selection.h"
 #include "lib/run/suite_runner.h"
 
-#ifndef MLA_DEFAULT_SCENARIO_DIR
-#define MLA_DEFAULT_SCENARIO_DIR "scenarios/suite"
-#endif
-
 using namespace mla;
+using app::kExitFail, app::kExitPass, app::kExitRuntime, app::kExitUsage;
 
 namespace {
-
-constexpr int kExitPass = 0, kExitFail = 1, kExitUsage = 2, kExitRuntime = 3;
 
 // What every rank needs to know, fixed before the ranks start.
 struct RunConfig {
@@ -170,9 +166,8 @@ int run(int argc, char** argv) {
   CLI::App app{"mla-dcp: the scenarios' dcp checks over real ranks: one process per GPU, each holding its own\n"
                "shard of the cache, the partial attentions gathered with NCCL and merged by LSE (docs/dcp.md).\n"
                "Alone: --ranks N starts N ranks on this host. Under torchrun or mpirun each process is one rank."};
-  std::vector<std::string> scenario_args, exclude_tags;
-  std::string filter, backend_name = "auto", transport = "auto", report_path;
-  std::string scenario_dir = std::getenv("MLA_SCENARIO_DIR") ? std::getenv("MLA_SCENARIO_DIR") : MLA_DEFAULT_SCENARIO_DIR;
+  SelectionOptions sel;
+  std::string backend_name = "auto", transport = "auto", report_path;
   int ranks = 0;
   double timeout_s = 900.0;
   bool quiet = false, verbose = false, version = false, list = false;
@@ -184,10 +179,7 @@ int run(int argc, char** argv) {
                  "auto (nccl on the cuda backend, else socket)")
       ->check(CLI::IsMember({"auto", "nccl", "socket"}))
       ->capture_default_str();
-  app.add_option("--scenario", scenario_args, "Scenario file path or shipped scenario name (repeatable)");
-  app.add_option("--scenario-dir", scenario_dir, "Directory of the shipped suite")->capture_default_str();
-  app.add_option("--filter", filter, "Only scenarios whose name matches PATTERN (glob, or substring)");
-  app.add_option("--exclude-tag", exclude_tags, "Leave out scenarios with this tag (repeatable)");
+  app::add_selection_options(app, &sel);
   app.add_option("--report", report_path, "Write the JSON report (mla-check's format) to FILE (rank 0)");
   app.add_option("--timeout", timeout_s, "Seconds a rank waits for the others at each meeting; the whole run may take "
                                          "this long per scenario")
@@ -217,20 +209,10 @@ int run(int argc, char** argv) {
   cfg.timeout_s = timeout_s;
   cfg.mode = verbose ? app::TableMode::kAll : quiet ? app::TableMode::kFailures : app::TableMode::kCompact;
   cfg.argv.assign(argv, argv + argc);
-  SelectionOptions sel;
-  sel.scenario_args = scenario_args;
-  sel.scenario_dir = scenario_dir;
-  sel.filter = filter;
-  sel.exclude_tags = exclude_tags;
   sel.only_checks = {CheckKind::kDcp};
-  std::vector<std::string> notes;
-  auto selected = select_scenarios(sel, &notes);
-  if (auto* err = std::get_if<SelectionError>(&selected)) {
-    std::fprintf(stderr, "mla-dcp: %s\n", err->message.c_str());
-    return kExitUsage;
-  }
-  for (const auto& n : notes) std::fprintf(stderr, "mla-dcp: note: %s\n", n.c_str());
-  cfg.scenarios = std::get<std::vector<Scenario>>(std::move(selected));
+  std::optional<std::vector<Scenario>> selected = app::select_or_explain("mla-dcp", sel);
+  if (!selected) return kExitUsage;
+  cfg.scenarios = std::move(*selected);
   if (list) {
     for (const auto& s : cfg.scenarios)
       std::printf("%-36s interleave %-4d %s\n", s.name.c_str(), s.attention.dcp_interleave, s.file.c_str());
@@ -348,11 +330,4 @@ int run(int argc, char** argv) {
   return outcome.run_exit_code();
 }
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "mla-dcp: internal error: %s\n", e.what());
-    return kExitRuntime;
-  }
-}
+int main(int argc, char** argv) { return app::main_guarded("mla-dcp", run, argc, argv); }

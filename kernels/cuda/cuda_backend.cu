@@ -21,14 +21,11 @@
 
 #include "kernels/cuda/cache/cache_launchers.h"
 #include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/launch_limits.h"
 #include "kernels/cuda/dense_mha/dense_mha_launcher.h"
 #include "kernels/cuda/gemm/gemm_launcher.h"
 #include "kernels/cuda/merge/merge_launcher.h"
 #include "kernels/cuda/sparse_mqa/sparse_mqa_launcher.h"
-
-#if !defined(MLA_HAVE_WGMMA)
-#define MLA_HAVE_WGMMA 0
-#endif
 
 namespace mla {
 namespace {

@@ -1,6 +1,7 @@
 #include "lib/dcp/merge_tree.h"
 
 #include "kernels/common/mla_dims.h"
+#include "lib/pipeline/attention_call.h"
 
 namespace mla {
 
@@ -15,16 +16,8 @@ Status merge_dcp_partials(Backend& backend, const std::vector<bf16_t*>& out, con
                           int64_t rows) {
   if (out.size() != lse.size()) return Status::error("merge_dcp_partials: as many LSE buffers as outputs needed");
   for (const DcpMergeStep& step : dcp_merge_steps(static_cast<int32_t>(out.size()))) {
-    MergeParams m;
-    m.out_a = out[static_cast<size_t>(step.into)];
-    m.lse_a = lse[static_cast<size_t>(step.into)];
-    m.out_b = out[static_cast<size_t>(step.from)];
-    m.lse_b = lse[static_cast<size_t>(step.from)];
-    m.out = out[static_cast<size_t>(step.into)];
-    m.lse = lse[static_cast<size_t>(step.into)];
-    m.rows = rows;
-    m.width = kDc;
-    const Status s = backend.merge(m);
+    const size_t into = static_cast<size_t>(step.into), from = static_cast<size_t>(step.from);
+    const Status s = backend.merge(merge_in_place_params(out[into], lse[into], out[from], lse[from], rows, kDc));
     if (!s.ok()) return s;
   }
   return Status();
