@@ -21,6 +21,7 @@
 #include "lib/checks/buffer_set.h"
 #include "lib/checks/check_context.h"
 #include "lib/pipeline/forward_pipeline.h"
+#include "lib/backends/backend_choice.h"
 #include "lib/backends/forwarding_backend.h"
 #include "lib/batch/rng.h"
 #include "lib/scenario/scenario.h"
@@ -281,7 +282,7 @@ const std::vector<uint8_t>& entry_pool(Backend& b) {
   AttentionState& s = state();
   if (s.entry_pool.empty()) {
     Rng rng = Rng(s.env->sweep.seed).fork(kStreamEntryPool);
-    const Status st = pack_entries(b, make_latent_rows(kEntryPoolRows, rng), &s.entry_pool);
+    const Status st = pack_input_entries(b, s.env->kernels, make_latent_rows(kEntryPoolRows, rng), &s.entry_pool);
     if (!st.ok()) throw std::runtime_error("packing the cache entry pool: " + st.message());
   }
   return s.entry_pool;
@@ -461,6 +462,8 @@ Status prepare_forward(Backend& b, const ForwardBatch& fb, int32_t block_size, s
     p->bufs = std::make_unique<BufferSet>(*p->recorder);
     try {
       result = run_forward(*p->recorder, *p->bufs, batch, data, cfg);
+    } catch (const UnsupportedError& e) {
+      return Status::unsupported(e.what());  // an operation of the step the backend lacks: a skip
     } catch (const BackendError& e) {
       const std::string what = e.what();
       if (what.find("alloc") != std::string::npos) throw CapacityError{what};
@@ -804,12 +807,12 @@ ForwardFlops forward_flops_model(const ForwardBatch& fb) {
   return f;
 }
 
-Status measure_gemm_ceiling(Backend& backend, DeviceTimer& timer, GemmCeiling* out) {
+namespace {
+
+// C = A B through backend.gemm, timed by `timer` (the backend's): the ceiling's measurement. A
+// backend without gemm returns the unsupported status of its first call.
+Status time_gemm_ceiling(Backend& backend, DeviceTimer& timer, GemmCeiling* out) {
   *out = GemmCeiling();
-  if (!backend.supports_attention()) {
-    out->method = "not measured: the " + backend.info().name + " backend has no gemm";
-    return Status();
-  }
   const int64_t n = timer.on_device() ? kGemmCeilingSizeDevice : kGemmCeilingSizeHost;
   const int samples = timer.on_device() ? kGemmSamplesDevice : kGemmSamplesHost;
   Rng rng = Rng(1).fork(kStreamGemm);
@@ -846,6 +849,25 @@ Status measure_gemm_ceiling(Backend& backend, DeviceTimer& timer, GemmCeiling* o
   out->method = "Backend::gemm bf16 " + sz + "x" + sz + "x" + sz + " (fp32 accumulation), 2mnk / median of " +
                 std::to_string(samples) + (timer.on_device() ? " event-timed calls" : " calls (steady_clock)") +
                 " after " + std::to_string(kGemmWarmup) + " warm-ups";
+  out->backend = backend.info().name;
+  return Status();
+}
+
+}  // namespace
+
+Status measure_gemm_ceiling(Backend& backend, DeviceTimer& timer, const KernelPolicy& kernels, GemmCeiling* out) {
+  const Status own = time_gemm_ceiling(backend, timer, out);
+  if (!own.is_unsupported()) return own;
+  // The ceiling is the device's, not the implementation's: a backend without gemm (an adapter
+  // that lacks it) has it measured by the harness's own backend of the same device, the base that
+  // --adapter-fallback runs the lacking operations on, with a timer on that backend's stream.
+  std::string why;
+  const std::unique_ptr<Backend> harness = make_harness_backend(backend.native_device().kind, kernels, &why);
+  if (!harness) return Status::error(own.message() + "; the harness's own backend of the device: " + why);
+  std::unique_ptr<DeviceTimer> harness_timer;
+  MLA_RETURN_IF_ERROR(DeviceTimer::create(*harness, &harness_timer));
+  MLA_RETURN_IF_ERROR(time_gemm_ceiling(*harness, *harness_timer, out));
+  out->method += "; on the harness's own " + out->backend + " backend: " + own.message();
   return Status();
 }
 

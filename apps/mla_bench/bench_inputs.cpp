@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <utility>
+
+#include "lib/backends/backend_choice.h"
 
 namespace mla::bench {
 namespace {
@@ -237,6 +240,16 @@ Status pack_entries(Backend& backend, const std::vector<bf16_t>& rows, std::vect
   std::iota(slots.begin(), slots.end(), int64_t{0});
   *entries = std::vector<uint8_t>(static_cast<size_t>(n) * DsMlaEntry::kBytes, kUnusedByte);
   return pack_rows(backend, rows, slots, /*block_size=*/1, DsMlaEntry::kBytes, entries);
+}
+
+Status pack_input_entries(Backend& backend, const KernelPolicy& kernels, const std::vector<bf16_t>& rows,
+                          std::vector<uint8_t>* entries) {
+  const Status own = pack_entries(backend, rows, entries);
+  if (!own.is_unsupported()) return own;
+  std::string why;
+  const std::unique_ptr<Backend> harness = make_harness_backend(backend.native_device().kind, kernels, &why);
+  if (!harness) return Status::error(own.message() + "; the harness's own backend of the device: " + why);
+  return pack_entries(*harness, rows, entries);
 }
 
 std::vector<uint8_t> assemble_cache(const PagedLayout& layout, int64_t page_stride_bytes,

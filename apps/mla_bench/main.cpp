@@ -267,8 +267,8 @@ int run(int argc, char** argv) {
   const std::string& dump_dir = opt.dump_dir;
 
   std::unique_ptr<Backend> backend;
+  BackendChoice choice;
   {
-    BackendChoice choice;
     if (const std::string bad = parse_backend_choice(backend_name, &choice); !bad.empty()) {
       std::fprintf(stderr, "mla-bench: --backend: %s\n", bad.c_str());
       return kExitUsage;
@@ -343,6 +343,7 @@ int run(int argc, char** argv) {
   BenchEnv env;
   env.backend = backend.get();
   env.sweep = sweep;
+  env.kernels = choice.kernels;
   Status st = DeviceTimer::create(*backend, &timer);
   if (st.ok()) st = L2Flusher::create(*backend, timer->stream(), opt.lead_cycles, &flusher);
   if (st.ok()) st = measure_roofline(*backend, *timer, &env.roofline);
@@ -352,10 +353,11 @@ int run(int argc, char** argv) {
   }
   env.timer = timer.get();
   env.flusher = flusher.get();
-  // The GEMM ceiling, when the sweep has attention shapes (it is what their FLOP/s are read against).
+  // The GEMM ceiling, when the sweep has attention shapes (it is what their FLOP/s are read against;
+  // the harness's own backend of the device measures it for an adapter without gemm).
   GemmCeiling gemm;
   if (sweep.has_attention()) {
-    st = measure_gemm_ceiling(*backend, *timer, &gemm);
+    st = measure_gemm_ceiling(*backend, *timer, choice.kernels, &gemm);
     if (!st.ok()) {
       std::fprintf(stderr, "mla-bench: measuring the GEMM ceiling on %s failed: %s\n", info.name.c_str(),
                    st.message().c_str());
@@ -396,6 +398,7 @@ int run(int argc, char** argv) {
     benchmark::AddCustomContext("mla_gemm_flops", human_flops(gemm.flops_per_second));
   }
   if (!gemm.method.empty()) benchmark::AddCustomContext("mla_gemm_method", gemm.method);
+  if (!gemm.backend.empty()) benchmark::AddCustomContext("mla_gemm_ceiling_backend", gemm.backend);
   if (flusher->buffer_bytes() > 0) {
     benchmark::AddCustomContext("mla_l2_flush", std::to_string(flusher->buffer_bytes()) + " bytes read (L2 " +
                                                     std::to_string(flusher->l2_bytes()) + " bytes)");
