@@ -19,13 +19,13 @@ beat the plan).
 The model, fitted by non-negative least squares on the relative error over every timed entry
 (forced ones and the plan's choices):
 
-    t(T, H, K, s) = a + waves * (b * tiles + d) + [s > 1] * (e + c * T * hg * s)
+    t(T, H, K, s) = a + waves * (b * tiles + d) + [s > 1] * (e + c * s)
 
 hg = ceil(H / 64) CTAs per work item, blocks = ceil(K / 64) column blocks, s the splits per token
 clamped to [1, blocks], tiles = ceil(blocks / s) column blocks per work item, waves =
 ceil(T * s * hg / SMs). a: fixed cost of a launch; b: one column block of one CTA; d: one wave's
-fixed cost; e: the split combine's fixed cost; c: one split partial of one token and head group in
-the combine. SMs: --multiprocessors, else the context key mla_backend_multiprocessors, else the
+fixed cost; e: the split combine's fixed cost; c: one more split of a token in the combine (it
+merges a token's partials one after another, in parallel over tokens and heads). SMs: --multiprocessors, else the context key mla_backend_multiprocessors, else the
 "N SMs" of the context's mla_device, else 132 (the output says which). Per shape the model's pick is
 the s in 1..blocks with the least modelled time (the smallest such s on a tie), with its measured
 time where that many splits per token were timed.
@@ -190,7 +190,7 @@ def terms(tokens: int, heads: int, topk: int, splits: int, sms: int) -> list[flo
     tiles = -(-blocks // s)
     waves = -(-(tokens * s * hg) // sms)
     split = 1.0 if s > 1 else 0.0
-    return [1.0, float(waves * tiles), split * tokens * hg * s, float(waves), split]
+    return [1.0, float(waves * tiles), split * s, float(waves), split]
 
 
 @dataclass
@@ -279,12 +279,12 @@ def render_table(shapes: list[dict[str, Any]], model: dict[str, Any]) -> str:
                      f"{us(s['plan_us'])} | {plain(s['best_splits'])} | {us(s['best_us'])} | {ratio} | "
                      f"{s['model_splits']} | {us(s['model_us'])} | {us(s['model_measured_us'])} |")
     lines += ["", "### Cost model", "",
-              "t = a + waves * (b * tiles + d) + [s > 1] * (e + c * T * ceil(H/64) * s), "
+              "t = a + waves * (b * tiles + d) + [s > 1] * (e + c * s), "
               f"waves = ceil(T * s * ceil(H/64) / {model['multiprocessors']}) "
               f"(multiprocessors: {model['multiprocessors']}, {model['multiprocessors_source']})", "",
               "| constant | us | meaning |", "|---|---|---|"]
-    meanings = {"a": "per launch", "b": "per column block of one CTA, per wave", "c": "per split partial of one "
-                "token and head group (combine)", "d": "per wave", "e": "per split launch (combine)"}
+    meanings = {"a": "per launch", "b": "per column block of one CTA, per wave", "c": "per split of a token "
+                "(combine)", "d": "per wave", "e": "per split launch (combine)"}
     for name in CONSTANTS:
         lines.append(f"| {name} | {model[name + '_us']:.4g} | {meanings[name]} |")
     lines += ["", f"Relative RMS error of the fit: {model['rms_relative']:.4g} over {model['points']} timed entries."]

@@ -1,6 +1,7 @@
 #include "lib/pipeline/sparse_mqa_plan.h"
 
 #include <algorithm>
+#include <climits>
 
 namespace mla {
 
@@ -32,10 +33,32 @@ SparseMqaPlan plan_sparse_mqa(int32_t num_tokens, int32_t topk, int32_t target_i
   return p;
 }
 
-int32_t sparse_plan_target(int32_t multiprocessors, int32_t num_heads) {
-  const int32_t head_groups = std::max<int32_t>(1, (num_heads + 63) / 64);
-  const int32_t ctas = 2 * std::max<int32_t>(1, multiprocessors);
-  return (ctas + head_groups - 1) / head_groups;
+int32_t sparse_plan_splits(int64_t tokens, int32_t heads, int32_t topk, int32_t multiprocessors) {
+  constexpr double kBlockUs = 4.40, kWaveUs = 17.5, kSplitUs = 0.72;  // sparse_mqa_plan.h
+  if (tokens <= 0 || topk <= 0 || multiprocessors <= 0) return 1;
+  const int64_t head_groups = std::max<int64_t>(1, (heads + 63) / 64);
+  const int32_t blocks = (topk + 63) / 64;
+  int32_t best = 1;
+  double best_us = 0.0;
+  for (int32_t s = 1; s <= blocks; ++s) {
+    // plan_sparse_mqa gives each item `tiles` blocks, so `items` items per token run (<= s).
+    const int64_t tiles = (blocks + s - 1) / s;
+    const int64_t items = (blocks + tiles - 1) / tiles;
+    const int64_t waves = (tokens * items * head_groups + multiprocessors - 1) / multiprocessors;
+    const double us = static_cast<double>(waves) * (kBlockUs * static_cast<double>(tiles) + kWaveUs) +
+                      (items > 1 ? kSplitUs * static_cast<double>(items) : 0.0);
+    if (s == 1 || us < best_us) {
+      best = s;
+      best_us = us;
+    }
+  }
+  return best;
+}
+
+SparseMqaPlan plan_sparse_mqa_on_device(int32_t num_tokens, int32_t heads, int32_t topk, int32_t multiprocessors) {
+  const int64_t splits = sparse_plan_splits(num_tokens, heads, topk, multiprocessors);
+  const int64_t target = std::min<int64_t>(int64_t{std::max(num_tokens, 1)} * splits, INT32_MAX);
+  return plan_sparse_mqa(num_tokens, topk, static_cast<int32_t>(target));
 }
 
 void attach_plan(BufferSet& bufs, const SparseMqaPlan& plan, SparseMqaParams& p) {
