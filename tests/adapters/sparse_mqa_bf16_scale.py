@@ -47,20 +47,5 @@ def _keys(cache, slots, block_size):
 
 def sparse_mqa(q, indices, cache, out, lse, block_size, num_blocks, tokens, heads, scale, **_):
     slots_in_pool = num_blocks * block_size
-    for t in range(tokens):
-        row = indices[t].astype(np.int64)
-        slots = row[(row >= 0) & (row < slots_in_pool)]
-        if slots.size == 0:
-            out[t] = 0
-            lse[t] = -np.inf
-            continue
-        k = _keys(cache, slots, block_size)                              # [n, 576]
-        qt = _cache_ops._bf16_to_f32(q[t]).astype(np.float64)            # [H, 576]
-        s = scale * (qt @ k.T)                                           # [H, n]
-        with np.errstate(invalid="ignore"):  # a NaN or infinite score makes its row NaN (§4.1)
-            m = s.max(axis=1, keepdims=True)
-            p = np.exp(s - m)
-            total = p.sum(axis=1, keepdims=True)
-            o = (_bf16(p) @ k[:, :NOPE]) / total                         # [H, 512]
-            lse[t] = (m + np.log(total))[:, 0].astype(np.float32)
-        out[t] = _cache_ops._f32_to_bf16(o.astype(np.float32))
+    _helpers.attend(q, indices, cache, out, lse, block_size, tokens, scale,
+                    is_slot=lambda row: (row >= 0) & (row < slots_in_pool), keys=_keys, numerators=_bf16)

@@ -33,6 +33,12 @@ uint16_t read_u16_le(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[
 
 bool bf16_is_nan(uint16_t b) { return (b & 0x7F80) == 0x7F80 && (b & 0x7F) != 0; }
 
+// The four tile scales of an entry, as fp32 bits, little-endian.
+void write_scales(std::array<uint8_t, kEntry>& e, const uint32_t (&scales)[4]) {
+  for (int t = 0; t < 4; ++t)
+    for (int b = 0; b < 4; ++b) e[static_cast<size_t>(kScaleAt + 4 * t + b)] = static_cast<uint8_t>(scales[t] >> (8 * b));
+}
+
 // ================================ FP8 E4M3 ====================================================
 
 TEST(E4m3Value, HandPickedCodes) {
@@ -285,8 +291,7 @@ TEST(QuantizeEntry, DividesRatherThanMultipliesByTheReciprocal) {
 TEST(DequantEntry, HandBuiltEntry) {
   std::array<uint8_t, kEntry> e{};
   const uint32_t scales[4] = {0x3F000000u /*0.5*/, 0x3DCCCCCDu /*0.1f*/, 0xFFFFFFFFu /*NaN*/, 0x43E00000u /*448*/};
-  for (int t = 0; t < 4; ++t)
-    for (int b = 0; b < 4; ++b) e[static_cast<size_t>(kScaleAt + 4 * t + b)] = static_cast<uint8_t>(scales[t] >> (8 * b));
+  write_scales(e, scales);
   e[0] = 0x38;    // 1.0 * 0.5 = 0.5
   e[1] = 0xFE;    // -448 * 0.5 = -224 (0xC360)
   e[2] = 0x7F;    // NaN
@@ -329,8 +334,7 @@ TEST(DequantEntry, ScaleRoundedToBf16First) {
   // Tile 0: 1 + 2^-8 + 2^-10 = 1.0048828125 (f32 0x3F80A000), past the bf16 midpoint 1 + 2^-8, so
   // bf16_rne gives 1 + 2^-7 = 1.0078125. Tile 1: 1.25 (0x3FA00000), a bf16 value: both rules agree.
   const uint32_t scales[4] = {0x3F80A000u, 0x3FA00000u, 0x3F800000u, 0x3F800000u};
-  for (int t = 0; t < 4; ++t)
-    for (int b = 0; b < 4; ++b) e[static_cast<size_t>(kScaleAt + 4 * t + b)] = static_cast<uint8_t>(scales[t] >> (8 * b));
+  write_scales(e, scales);
   e[0] = 0x3C;    // 1.5
   e[1] = 0xBC;    // -1.5
   e[2] = 0x3E;    // 1.75
