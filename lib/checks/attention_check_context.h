@@ -36,10 +36,16 @@ ForwardConfig forward_config(const AttentionCheckContext& ctx);
 // longer than top-k); "" when its prefills can go either way.
 std::string no_dense_route(const Batch& b, int32_t topk);
 
+// The reference's dequantization rule for the backend's sparse_mqa: the rule the backend declares
+// (docs/semantics.md §1.2 unless it declares another, §4.1).
+ref::ScaleRounding reference_dequant(const Backend& backend);
+
 // The reference step's inputs for a batch, its latents (every cached position's kv_c / k_pe rows,
-// new tokens included) and its attention data, routed by the reference's own split rule.
+// new tokens included) and its attention data, routed by the reference's own split rule; its
+// sparse route dequantizes the cache by `sparse_dequant`.
 ref::ForwardInputs reference_forward_inputs(const Scenario& s, const Batch& b, const CacheData& cache,
-                                            const AttentionData& d, bool force_sparse, ref::NewTokenKv kv);
+                                            const AttentionData& d, bool force_sparse, ref::NewTokenKv kv,
+                                            ref::ScaleRounding sparse_dequant);
 std::vector<CheckResult> run_merge_check(const AttentionCheckContext& ctx);
 
 }  // namespace mla

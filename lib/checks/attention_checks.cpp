@@ -225,8 +225,17 @@ std::string pinned_picks_differ_from_dense(const AttentionCheckContext& ctx) {
   return "";
 }
 
+ref::ScaleRounding reference_dequant(const Backend& backend) {
+  switch (backend.sparse_mqa_dequant()) {
+    case SparseDequant::kBf16Scale: return ref::ScaleRounding::kBf16;
+    case SparseDequant::kF32Scale: break;
+  }
+  return ref::ScaleRounding::kF32;
+}
+
 ref::ForwardInputs reference_forward_inputs(const Scenario& s, const Batch& b, const CacheData& cache,
-                                            const AttentionData& d, bool force_sparse, ref::NewTokenKv kv) {
+                                            const AttentionData& d, bool force_sparse, ref::NewTokenKv kv,
+                                            ref::ScaleRounding sparse_dequant) {
   ref::ForwardInputs in;
   in.seq_len = b.seq_lens;
   in.query_len = b.query_lens;
@@ -250,6 +259,7 @@ ref::ForwardInputs reference_forward_inputs(const Scenario& s, const Batch& b, c
   in.scale = s.model.scale;
   in.force_sparse = force_sparse;
   in.new_token_kv = kv;
+  in.sparse_dequant = sparse_dequant;
   return in;
 }
 
@@ -267,7 +277,7 @@ std::vector<CheckResult> run_sparse_mqa_check(const AttentionCheckContext& ctx) 
     q = latent_query(ctx.data, T);
     slots = sparse_indices(ctx);
     ref_res = ref::sparse_mqa(q.both, H, slots, K, ctx.cache.ref_cache, reference_geometry(ctx.batch.layout),
-                              ctx.scenario.model.scale);
+                              ctx.scenario.model.scale, reference_dequant(ctx.backend));
   };
   // The same call with every token's top-k range split into 64-column items (combine step) and
   // unsplit (one item per token, written directly).
@@ -419,7 +429,8 @@ std::vector<CheckResult> run_forward_check(const AttentionCheckContext& ctx) {
     got = run_forward(ctx.backend, bufs, ctx.batch, ctx.data, cfg);
     step_done = true;
     const ref::ForwardInputs in = reference_forward_inputs(ctx.scenario, ctx.batch, ctx.cache, ctx.data,
-                                                           cfg.force_sparse, ref::NewTokenKv::kBf16);
+                                                           cfg.force_sparse, ref::NewTokenKv::kBf16,
+                                                           reference_dequant(ctx.backend));
     const ref::ForwardOutputs want = ref::forward(in, ctx.cache.ref_cache);
     dump_forward_inputs(ctx);
     const int64_t T = ctx.batch.num_tokens, H = ctx.data.heads;
@@ -596,8 +607,9 @@ CheckResult judge_dcp_result(const AttentionCheckContext& ctx, int32_t world, co
   in.topk = K;
   in.block_table = reference_block_table(b.layout);
   in.block_size = B;
-  const ref::AttentionResult single = ref::sparse_mqa(q.both, H, ref::convert(in).out, K, ctx.cache.ref_cache,
-                                                      reference_geometry(b.layout), ctx.scenario.model.scale);
+  const ref::AttentionResult single =
+      ref::sparse_mqa(q.both, H, ref::convert(in).out, K, ctx.cache.ref_cache, reference_geometry(b.layout),
+                      ctx.scenario.model.scale, reference_dequant(ctx.backend));
   const AttentionTolerances& tol = ctx.scenario.attention.tolerances;
   DumpSink* dump = ctx.hooks.dump;
   dump_array(dump, "q_nope_lat", DumpRole::kInput, "absorbed query, bf16 bits", {T, H, kDc}, q.nope);

@@ -49,7 +49,8 @@ std::vector<double> reference_step(const AttentionCheckContext& ctx, const Stack
   std::vector<uint8_t> cache = d.context_cache;
   ref::pack(in.kv_c, in.k_pe, d.new_slots, reference_geometry(b.layout), cache);
   const ref::ForwardInputs fi = reference_forward_inputs(ctx.scenario, b, with_new_latents(layer.latents, b, in), d,
-                                                         /*force_sparse=*/false, ref::NewTokenKv::kBf16);
+                                                         /*force_sparse=*/false, ref::NewTokenKv::kBf16,
+                                                         reference_dequant(ctx.backend));
   return ref::forward(fi, cache).out;
 }
 
