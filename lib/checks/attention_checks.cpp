@@ -143,16 +143,12 @@ SparseRun run_sparse_kernel(Backend& be, BufferSet& bufs, const LatentQuery& q, 
   return r;
 }
 
-// A step's cosine budget grows with its context merges: each LSE merge rounds the running output
-// to bf16 (relative error up to 2^-9, rms 2^-9 / sqrt(3)), and n of them add an expected relative
-// squared error of n 2^-18 / 3, half of which is the cosine difference; doubled for a bound
-// (docs/semantics.md §8). A negative cosine (not checked) stays so.
+}  // namespace
+
 Tolerance with_merges(Tolerance t, int64_t merges) {
   if (t.cos >= 0.0) t.cos += static_cast<double>(merges) * std::ldexp(1.0, -18) / 3.0;
   return t;
 }
-
-}  // namespace
 
 ForwardConfig forward_config(const AttentionCheckContext& ctx) {
   ForwardConfig cfg;

@@ -3,6 +3,7 @@
 // run_forward) and through the reference (ref::forward in double), each chain fed by its own
 // residual stream; every layer's output and stream against the reference chain's, within the
 // bounds derived from the per-step tolerances.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -24,6 +25,7 @@ struct RouteLayer {
   Metrics out;          // o_l against the reference chain's
   Metrics stream;       // x_l against the reference chain's
   std::string routing;  // why the run did not route as asked; "" when it did
+  int64_t context_chunks = 0;  // LSE merges of the step's context (the dense route's chunks)
   double seconds = 0.0;
 };
 
@@ -68,6 +70,7 @@ RouteLayer route_step(const AttentionCheckContext& ctx, const StackLayer& layer,
   const ForwardResult res = run_forward(ctx.backend, bufs, b, d, cfg);
   const std::vector<double> out = widen_bf16(res.out);
   RouteLayer r;
+  r.context_chunks = res.context_chunks;
   r.out = compare_values(ref_out, out);
   bufs.audit(r.out);
   if (chain.sparse && res.num_sparse_tokens != b.num_tokens)
@@ -149,7 +152,13 @@ std::vector<CheckResult> run_drift_check(const AttentionCheckContext& ctx) {
   if (stack.verdict != Verdict::kPass) return {stack};
   std::vector<CheckResult> results;
   for (const Chain& c : chains) {
-    const std::vector<DriftBound> bounds = drift_bounds(drift_own_error(s.attention.tolerances, c.sparse), norms);
+    // A layer's own error is its step's forward tolerance, which grows with the step's context
+    // merges as the forward check's does (every layer runs the same batch: the most of any layer).
+    int64_t merges = 0;
+    for (const RouteLayer& rl : c.layers) merges = std::max(merges, rl.context_chunks);
+    AttentionTolerances tol = s.attention.tolerances;
+    tol.forward = with_merges(tol.forward, merges);
+    const std::vector<DriftBound> bounds = drift_bounds(drift_own_error(tol, c.sparse), norms);
     for (int32_t l = 1; l <= L; ++l) {
       const size_t i = static_cast<size_t>(l - 1);
       results.push_back(layer_result(c.sparse, l, c.layers[i], bounds[i]));
