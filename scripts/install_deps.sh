@@ -7,11 +7,11 @@
 # C++ (required; the script fails without them): CMake >= 3.25, g++, make, Eigen, CLI11,
 # nlohmann_json, Google Benchmark, GoogleTest, from apt.
 # Python (optional: only the tests of scripts/ and of the CLI, tests/scripts and tests/apps, use
-# them): pytest, and matplotlib for plot_sweep.py's figures. From apt (python3-pytest,
-# python3-matplotlib) into the system Python; where that fails, into a project-local virtual
-# environment, .venv/ (pip, scripts/requirements.txt; no pip into the system Python, which
-# Debian 12 / Ubuntu 24.04 refuse: PEP 668). The tests' configure step (tests/CMakeLists.txt)
-# finds whichever has them. Without them the script still succeeds, says so, and CTest reports the
+# them): pytest, matplotlib for plot_sweep.py's figures and scipy for fit_split_plan.py. From apt
+# (python3-pytest, python3-matplotlib, python3-scipy) into the system Python; where that fails,
+# into a project-local virtual environment, .venv/ (pip, scripts/requirements.txt; no pip into the
+# system Python, which Debian 12 / Ubuntu 24.04 refuse: PEP 668). The tests' configure step
+# (tests/CMakeLists.txt) finds whichever has them. Without them the script still succeeds, says so, and CTest reports the
 # Python tests as skipped. MLA_REQUIRE_PYTHON_TOOLS=1 (CI; any value but empty or 0, as
 # MLA_REQUIRE_CUDA) makes their absence an error instead.
 #
@@ -139,21 +139,21 @@ python_with() {  # MODULES: the first candidate that imports them all, or nothin
   return 1
 }
 
-if ! python_with "pytest, matplotlib" >/dev/null; then
+if ! python_with "pytest, matplotlib, scipy" >/dev/null; then
   # 1. apt, into the system Python (the versions may differ from requirements.txt's pins; the
   #    tests do not depend on them).
-  say "installing python3-pytest python3-matplotlib (apt)"
-  apt_install --no-install-recommends python3 python3-pytest python3-matplotlib \
-    || warn "apt could not install python3-pytest python3-matplotlib"
+  say "installing python3-pytest python3-matplotlib python3-scipy (apt)"
+  apt_install --no-install-recommends python3 python3-pytest python3-matplotlib python3-scipy \
+    || warn "apt could not install python3-pytest python3-matplotlib python3-scipy"
 fi
-if ! python_with "pytest, matplotlib" >/dev/null; then
+if ! python_with "pytest, matplotlib, scipy" >/dev/null; then
   # 2. A project-local virtual environment (sees the system's packages), pip from requirements.txt.
   base="$(command -v python3 2>/dev/null || true)"
   [ -n "$base" ] || base=/usr/bin/python3
   if [ ! -x "$base" ]; then
     warn "no python3 to make $venv with"
   else
-    say "installing pytest, matplotlib into $venv (pip, scripts/requirements.txt)"
+    say "installing pytest, matplotlib, scipy into $venv (pip, scripts/requirements.txt)"
     if ! "$base" -m venv --system-site-packages "$venv" >/dev/null 2>&1; then
       # Debian/Ubuntu ship venv (ensurepip) as a package of its own.
       apt_install --no-install-recommends python3-venv >/dev/null 2>&1 || true
