@@ -11,8 +11,8 @@
 # (python3-pytest, python3-matplotlib, python3-scipy) into the system Python; where that fails,
 # into a project-local virtual environment, .venv/ (pip, scripts/requirements.txt; no pip into the
 # system Python, which Debian 12 / Ubuntu 24.04 refuse: PEP 668). The tests' configure step
-# (tests/CMakeLists.txt) finds whichever has them. Without them the script still succeeds, says so, and CTest reports the
-# Python tests as skipped. MLA_REQUIRE_PYTHON_TOOLS=1 (CI; any value but empty or 0, as
+# (tests/CMakeLists.txt) finds whichever has them. Without them the script still succeeds, says
+# so, and CTest reports the Python tests as skipped. MLA_REQUIRE_PYTHON_TOOLS=1 (CI; any value but empty or 0, as
 # MLA_REQUIRE_CUDA) makes their absence an error instead.
 #
 # Another package manager at work (unattended upgrades on a fresh machine, a second install) holds
