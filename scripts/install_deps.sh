@@ -12,8 +12,8 @@
 # into a project-local virtual environment, .venv/ (pip, scripts/requirements.txt; no pip into the
 # system Python, which Debian 12 / Ubuntu 24.04 refuse: PEP 668). The tests' configure step
 # (tests/CMakeLists.txt) finds whichever has them. Without them the script still succeeds, says
-# so, and CTest reports the Python tests as skipped. MLA_REQUIRE_PYTHON_TOOLS=1 (CI; any value but empty or 0, as
-# MLA_REQUIRE_CUDA) makes their absence an error instead.
+# so, and CTest reports the Python tests as skipped. MLA_REQUIRE_PYTHON_TOOLS=1 (CI; any value but
+# empty or 0, as MLA_REQUIRE_CUDA) makes their absence an error instead.
 #
 # Another package manager at work (unattended upgrades on a fresh machine, a second install) holds
 # apt's locks: apt-get waits for them, up to MLA_APT_LOCK_TIMEOUT seconds (600 by default), and
@@ -165,14 +165,15 @@ if ! python_with "pytest, matplotlib, scipy" >/dev/null; then
     fi
   fi
 fi
-if python="$(python_with "pytest, matplotlib")"; then
-  say "Python tools: $python (pytest, matplotlib)"
+if python="$(python_with "pytest, matplotlib, scipy")"; then
+  say "Python tools: $python (pytest, matplotlib, scipy)"
 elif [ -n "${MLA_REQUIRE_PYTHON_TOOLS:-}" ] && [ "${MLA_REQUIRE_PYTHON_TOOLS}" != 0 ]; then
   # CI: the Python tests must run, not be skipped.
-  echo "install_deps: error: no Python 3 with pytest and matplotlib (MLA_REQUIRE_PYTHON_TOOLS=1)" >&2
+  echo "install_deps: error: no Python 3 with pytest, matplotlib and scipy (MLA_REQUIRE_PYTHON_TOOLS=1)" >&2
   exit 1
 elif python="$(python_with pytest)"; then
-  warn "no matplotlib for $python: CTest skips plot_sweep.py's tests; everything else runs"
+  warn "no matplotlib or no scipy for $python: CTest skips plot_sweep.py's and fit_split_plan.py's" \
+    "tests; everything else runs"
 else
   warn "no Python 3 with pytest: CTest skips the Python tests (scripts.pytest, cli.pytest); the C++ build and tests are unaffected"
 fi

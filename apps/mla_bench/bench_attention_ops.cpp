@@ -82,13 +82,6 @@ std::string gflop(double flops) {
   return buf;
 }
 
-// The multiprocessors the sparse plan's cost model fills (lib/pipeline/sparse_mqa_plan.h): the device's;
-// off the GPU, an H100's 132, so that the host runs the same partition.
-int32_t plan_multiprocessors(Backend& backend) {
-  const NativeDevice device = backend.native_device();
-  return device.multiprocessors > 0 ? device.multiprocessors : 132;
-}
-
 // Distinct slots in [0, num_slots) among `count` indices.
 int64_t count_unique_slots(const int32_t* idx, int64_t count, int64_t num_slots) {
   std::vector<uint64_t> seen(static_cast<size_t>((num_slots + 63) / 64), 0);
@@ -890,6 +883,11 @@ void release_attention_state() {
   AttentionState& s = state();
   s.prepared.release();
   s.entry_pool.clear();
+}
+
+int32_t plan_multiprocessors(Backend& backend) {
+  const NativeDevice device = backend.native_device();
+  return device.multiprocessors > 0 ? device.multiprocessors : 132;
 }
 
 }  // namespace mla::bench

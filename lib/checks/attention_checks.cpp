@@ -479,6 +479,12 @@ std::vector<CheckResult> run_equivalence_check(const AttentionCheckContext& ctx)
     return {skipped_check("equivalence", "equivalence", why)};
   if (const std::string why = pinned_picks_differ_from_dense(ctx); !why.empty())
     return {skipped_check("equivalence", "equivalence", why)};
+  // The comparison assumes both routes read the cache's values as §1.2 dequantizes them; a backend
+  // that declares another rule for its sparse MQA (docs/semantics.md §4.1) reads other values there.
+  if (ctx.backend.sparse_mqa_dequant() != SparseDequant::kF32Scale)
+    return {skipped_check("equivalence", "equivalence",
+                          "the backend's sparse_mqa declares its own dequantization (bf16_scale), the dense route's "
+                          "gather §1.2's: the routes read different values")};
   // Prefill rows of the forced-sparse run against the dense run, two ways (docs/semantics.md §4.3).
   const int64_t first = b.num_decode_tokens;
   const int64_t width = int64_t{ctx.data.heads} * kDv;

@@ -27,14 +27,15 @@ SparseMqaPlan plan_sparse_mqa(int32_t num_tokens, int32_t topk, int32_t target_i
 // The column splits per token (1 .. ceil(topk / 64)) of least modelled time on a device of
 // `multiprocessors` SMs, where the CUDA kernels run one CTA per (work item, group of 64 heads) and
 // one CTA per SM. The model, fitted to the split_k sweep on an H100 (scripts/fit_split_plan.py,
-// docs/benchmarks.md "Split-K plan"; relative RMS error 6 % over 82 timed shapes, and its pick is
-// the fastest measured split count on all 12 shapes of the sweep):
+// docs/benchmarks.md "Split-K plan"; relative RMS error 6 % over 82 timings of 12 shapes, and
+// its pick is the fastest measured split count on all 12):
 //   t(s) = waves x (b x tiles + d) + [s > 1] x c x s,
 //   tiles = ceil(blocks / s), waves = ceil(tokens x s x ceil(heads / 64) / multiprocessors), with s
 //   the items per token plan_sparse_mqa makes of that target (ceil(blocks / tiles), at most s),
 // b = 4.40 us per column block of one CTA, d = 17.5 us per wave, c = 0.72 us per split in the
-// combine (its partials are merged one after another). Only the ratios matter. Ties go to the
-// smaller s. Degenerate inputs (no token, no SM) give 1.
+// combine (its partials are merged one after another). Only the ratios matter: the fit's launch
+// term a (0.13 us) is the same for every s, and its per-split-launch term e came out 0. Ties go to
+// the smaller s. Degenerate inputs (no token, no SM) give 1.
 int32_t sparse_plan_splits(int64_t tokens, int32_t heads, int32_t topk, int32_t multiprocessors);
 
 // plan_sparse_mqa with sparse_plan_splits's target.
