@@ -117,6 +117,18 @@ CheckResult layer_result(bool sparse, int32_t layer, const RouteLayer& rl, const
   return r;
 }
 
+// The fewest keys any decode token sees: a decode's first new token sits at position
+// context_len, so it sees min(context_len + 1, topk) keys; 0 when the batch has no decode.
+int64_t fewest_decode_keys(const Batch& b, int32_t topk) {
+  int64_t fewest = 0;
+  for (int32_t r = 0; r < b.num_decodes; ++r) {
+    if (b.query_lens[static_cast<size_t>(r)] <= 0) continue;
+    const int64_t keys = std::min<int64_t>(int64_t{b.context_lens[static_cast<size_t>(r)]} + 1, topk);
+    fewest = fewest == 0 ? keys : std::min(fewest, keys);
+  }
+  return fewest;
+}
+
 }  // namespace
 
 std::vector<CheckResult> run_drift_check(const AttentionCheckContext& ctx) {
@@ -158,7 +170,8 @@ std::vector<CheckResult> run_drift_check(const AttentionCheckContext& ctx) {
     for (const RouteLayer& rl : c.layers) merges = std::max(merges, rl.context_chunks);
     AttentionTolerances tol = s.attention.tolerances;
     tol.forward = with_merges(tol.forward, merges);
-    const std::vector<DriftBound> bounds = drift_bounds(drift_own_error(tol, c.sparse), norms);
+    const std::vector<DriftBound> bounds =
+        drift_bounds(drift_own_error(tol, c.sparse), norms, drift_rounding_spacing(fewest_decode_keys(b, ctx.data.topk)));
     for (int32_t l = 1; l <= L; ++l) {
       const size_t i = static_cast<size_t>(l - 1);
       results.push_back(layer_result(c.sparse, l, c.layers[i], bounds[i]));
