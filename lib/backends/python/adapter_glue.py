@@ -369,10 +369,11 @@ def take_notes():
 
 def _run(op, fn, buffers, params):
     arrays = {name: _as_array(buf) for name, buf in buffers.items()}
-    invalid_index = getattr(_adapter, "SUPPORTS", {}).get(op, {}).get("invalid_index")
+    declared = getattr(_adapter, "SUPPORTS", {}).get(op, {})
+    invalid_index = declared.get("invalid_index")
     if invalid_index is not None:
         _give_invalid_indices_as(op, arrays, params, invalid_index)
-    dequant = getattr(_adapter, "SUPPORTS", {}).get(op, {}).get("dequant")
+    dequant = declared.get("dequant")
     if dequant in DEQUANT_NOTES:
         _dequant_used.add((op, dequant))
     if op == "sparse_mqa" and arrays.get("q") is None:
