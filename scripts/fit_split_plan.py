@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_reports import BadInput, at_entry, centre_rows, group_benchmarks, load_json, real_time_ns  # noqa: E402
+from compare_reports import BadInput, at_entry, group_benchmarks, load_json, reduce_runs  # noqa: E402
 from plot_routes import format_us  # noqa: E402
 from plot_sweep import ArgumentParser  # noqa: E402
 
@@ -137,14 +137,14 @@ def read_shapes(path: Path) -> tuple[list[Shape], dict[str, Any]]:
         if (key, requested) in seen:
             raise BadInput(f"{where}: {run_name!r}: a second benchmark of this shape and split count")
         seen.add((key, requested))
-        if any(entry.get("error_occurred") for entry in entries):
+        timing = reduce_runs(run_name, entries, where)  # the median aggregate where there is one
+        if timing.error is not None:
             failed += 1
             continue
-        rows, _ = centre_rows(run_name, entries, where)
-        time_us = sum(real_time_ns(row, at_entry(where, row)) for row in rows) / len(rows) / 1e3
         shape = shapes.setdefault(key, Shape(*key))
-        shape.points.append(Point(requested, label_splits(rows[0], requested, shape.blocks, at_entry(where, rows[0])),
-                                  time_us))
+        labelled = next((entry for entry in entries if "label" in entry), entries[0])
+        splits = label_splits(labelled, requested, shape.blocks, at_entry(where, labelled))
+        shape.points.append(Point(requested, splits, timing.center_ns / 1e3))
     if failed:
         note(f"{where}: {failed} failed sparse_mqa benchmark(s) left out")
     if not shapes:
@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         shapes, context = read_shapes(args.bench)
         sms, source = multiprocessors(args.multiprocessors, context)
         fit = fit_model(shapes, sms, source, args.bench)
-    except BadInput as error:
+    except BadInput as error:  # exit 2, as for bad usage (plot_sweep.py's run_command exits 3)
         print(f"fit_split_plan.py: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     results, model = [shape_result(shape, fit) for shape in shapes], model_result(fit)
@@ -326,7 +326,6 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(render_table(results, model))
     return EXIT_OK
-
 
 if __name__ == "__main__":
     sys.exit(main())
