@@ -13,9 +13,10 @@ so the whole mixed-batch step runs around FlashMLA's sparse decode.
 Mapping (docs/adapters.md): each of the harness's T query tokens is one FlashMLA sequence of one
 query (b = T, s_q = 1); the cache [num_blocks, block_size, 656] bytes is viewed as FlashMLA's
 [num_blocks, block_size, 1, 656] float8_e4m3fn cache (padded pages through its stride); the
-indices are the harness's global slots as given (FlashMLA's "indices_in_kvcache"). One
-convention is translated, not a semantic difference: a row with no valid index has LSE +inf in
-FlashMLA and -inf in the harness (docs/semantics.md §4.1); its output is 0 in both.
+indices are the harness's global slots (FlashMLA's "indices_in_kvcache"), every invalid one given
+as -1 (SUPPORTS invalid_index, below). One convention is translated, not a semantic difference: a
+row with no valid index has LSE +inf in FlashMLA and -inf in the harness (docs/semantics.md §4.1);
+its output is 0 in both.
 """
 import os
 import subprocess
@@ -26,7 +27,13 @@ import flash_mla
 
 DEVICE = "cuda"
 # Instantiated for 64 and 128 query heads on sm_90; top-k is processed in tiles of 64 tokens.
-SUPPORTS = {"sparse_mqa": {"heads": [64, 128], "sm": [90], "topk_multiple": 64}}
+# Index contract, narrower than the harness's (docs/semantics.md §4.1: any index outside the pool
+# is invalid and skipped): FlashMLA's sparse decode treats an index as invalid only when it is -1;
+# it reads any other index as a slot, its page being the index (as unsigned) divided by the page
+# size, so -2, INT32_MIN or a slot past the pool is read out of bounds (under the suite's indices
+# the combine kernel reports an illegal memory access). Hence "invalid_index": -1: the harness gives
+# each of its invalid indices to this adapter as -1 and notes how many in the report.
+SUPPORTS = {"sparse_mqa": {"heads": [64, 128], "sm": [90], "topk_multiple": 64, "invalid_index": -1}}
 
 _schedules = {}
 

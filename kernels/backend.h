@@ -98,6 +98,9 @@ std::unique_ptr<Backend> make_host_backend();
 // True when this build has the CUDA backend and a CUDA device is usable. Initialises the CUDA
 // runtime in the calling process: call it in a child process when the parent will fork later.
 bool cuda_backend_available(std::string* why_not);
+// How many CUDA devices the calling process sees (CUDA_VISIBLE_DEVICES applied); 0 without a CUDA
+// build or a usable driver. Initialises the CUDA runtime, like cuda_backend_available.
+int cuda_device_count();
 // A CUDA backend on the calling thread's current device whose launchers follow `policy`; nullptr
 // with *error set when unavailable.
 std::unique_ptr<Backend> make_cuda_backend(const KernelPolicy& policy, std::string* error);

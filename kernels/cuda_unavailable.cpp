@@ -8,6 +8,8 @@ bool cuda_backend_available(std::string* why_not) {
   return false;
 }
 
+int cuda_device_count() { return 0; }
+
 std::unique_ptr<Backend> make_cuda_backend(const KernelPolicy&, std::string* error) {
   cuda_backend_available(error);
   return nullptr;

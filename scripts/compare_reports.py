@@ -886,12 +886,13 @@ def comparison_json(comparison: Comparison, base: Path, new: Path, options: Opti
     )
 
 
-def write_json_atomically(path: Path, document: dict[str, Any]) -> None:
-    """Temp file in the same folder, then rename: a reader never sees half a file."""
+def write_json_atomically(path: Path, document: dict[str, Any], what: str = "--json file") -> None:
+    """Temp file in the same folder, then rename: a reader never sees half a file. `what` names
+    the file in the error."""
     try:
         descriptor, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as error:
-        raise BadInput(f"cannot write --json file {path}: {error}") from None
+        raise BadInput(f"cannot write {what} {path}: {error}") from None
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             json.dump(document, handle, indent=2, allow_nan=False)
@@ -899,7 +900,7 @@ def write_json_atomically(path: Path, document: dict[str, Any]) -> None:
         os.replace(temp_name, path)
     except OSError as error:
         Path(temp_name).unlink(missing_ok=True)
-        raise BadInput(f"cannot write --json file {path}: {error}") from None
+        raise BadInput(f"cannot write {what} {path}: {error}") from None
 
 
 # --------------------------------------------------------------------------------------------

@@ -39,11 +39,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare_reports import BadInput, as_number, load_json, parse_benchmarks, parse_report  # noqa: E402
-from plot_sweep import ArgumentParser, pyplot, save_figure  # noqa: E402
+from plot_sweep import ArgumentParser, make_out_dir, pyplot, run_command, save_figure  # noqa: E402
 
-EXIT_OK = 0
-EXIT_USAGE = 2
-EXIT_BAD_INPUT = 3
 
 ROUTE_NAME = re.compile(r"^route/(dense|sparse)/H:(\d+)/K:(\d+)/prefill:(\d+)(/.*)?$")
 DRIFT_ID = re.compile(r"^drift/(dense|sparse)/layer\[(\d+)\]$")
@@ -335,12 +332,9 @@ def build_parser() -> ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        if args.out is not None:
-            try:
-                args.out.mkdir(parents=True, exist_ok=True)
-            except OSError as error:
-                raise BadInput(f"cannot create --out {args.out}: {error}") from None
+
+    def draw() -> None:
+        make_out_dir(args.out)
         if args.what == "routes":
             points = route_points(args.input)
             if args.table:
@@ -353,10 +347,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(render_drift_table(scenario, args.layers))
                 else:
                     print(plot_drift(scenario, args.out, args.format))
-    except BadInput as error:
-        note(str(error))
-        return EXIT_BAD_INPUT
-    return EXIT_OK
+
+    return run_command("plot_routes.py", draw)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ import sys
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare_reports import (  # noqa: E402
@@ -442,6 +442,27 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
+def make_out_dir(out: Path | None) -> None:
+    """Creates the --out directory (and its parents) when one is given; BadInput when it cannot."""
+    if out is None:
+        return
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise BadInput(f"cannot create --out {out}: {error}") from None
+
+
+def run_command(script: str, body: Callable[[], None]) -> int:
+    """The plotting scripts' exit convention: EXIT_OK when body returns, EXIT_BAD_INPUT with the
+    reason on stderr (after "script: ") when it raises BadInput."""
+    try:
+        body()
+    except BadInput as error:
+        print(f"{script}: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return EXIT_OK
+
+
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(description=__doc__.split("\n\n")[0],
                             formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -476,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
             raise Usage(f"a --label may not be a peer's label ({', '.join(sorted(set(labels) & set(peer_labels)))})")
     except Usage as error:
         parser.error(str(error))
-    try:
+    def draw() -> None:
         points = [p for path, label in zip(args.bench, labels) for p in load_bench(path, label)]
         points += [p for path, label in zip(args.peer, peer_labels) for p in load_peer(path, label)]
         points = [p for p in points if pattern.search(p.display)]
@@ -485,11 +506,7 @@ def main(argv: list[str] | None = None) -> int:
         operations = by_operation(points)
         if args.x_key is not None and not any(args.x_key in numeric_keys(ops) for ops in operations.values()):
             parser.error(f"--x {args.x_key!r}: no operation has it as a numeric parameter in every benchmark")
-        if args.out is not None:
-            try:
-                args.out.mkdir(parents=True, exist_ok=True)
-            except OSError as error:
-                raise BadInput(f"cannot create --out {args.out}: {error}") from None
+        make_out_dir(args.out)
         drawn, used = 0, set()
         for op, op_points in operations.items():
             ours = [p for p in op_points if not p.peer]
@@ -508,10 +525,8 @@ def main(argv: list[str] | None = None) -> int:
             print(out)
         if not drawn:
             raise BadInput(f"no benchmark has {args.metric!r}: nothing drawn")
-    except BadInput as error:
-        note(str(error))
-        return EXIT_BAD_INPUT
-    return EXIT_OK
+
+    return run_command("plot_sweep.py", draw)
 
 
 if __name__ == "__main__":

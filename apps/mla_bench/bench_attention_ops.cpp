@@ -21,6 +21,7 @@
 #include "lib/checks/buffer_set.h"
 #include "lib/checks/check_context.h"
 #include "lib/pipeline/forward_pipeline.h"
+#include "lib/backends/backend_choice.h"
 #include "lib/backends/forwarding_backend.h"
 #include "lib/batch/rng.h"
 #include "lib/scenario/scenario.h"
@@ -281,7 +282,7 @@ const std::vector<uint8_t>& entry_pool(Backend& b) {
   AttentionState& s = state();
   if (s.entry_pool.empty()) {
     Rng rng = Rng(s.env->sweep.seed).fork(kStreamEntryPool);
-    const Status st = pack_entries(b, make_latent_rows(kEntryPoolRows, rng), &s.entry_pool);
+    const Status st = pack_input_entries(b, s.env->kernels, make_latent_rows(kEntryPoolRows, rng), &s.entry_pool);
     if (!st.ok()) throw std::runtime_error("packing the cache entry pool: " + st.message());
   }
   return s.entry_pool;
@@ -330,24 +331,9 @@ Status prepare_sparse(Backend& b, const SparseMqaShape& sh, std::unique_ptr<Prep
   check_alloc(p->lse.allocate(b, static_cast<size_t>(T * H) * sizeof(float)));
 
   SparseMqaParams& m = p->params;
-  m.q_nope_lat = p->q.as<bf16_t>();
-  m.q_nope_token_stride = int64_t{H} * kDl;
-  m.q_nope_head_stride = kDl;
-  m.q_pe = p->q.as<bf16_t>() + kDc;
-  m.q_pe_token_stride = int64_t{H} * kDl;
-  m.q_pe_head_stride = kDl;
-  m.num_tokens = T;
-  m.num_heads = H;
-  m.indices = p->indices.as<int32_t>();
-  m.indices_row_stride = K;
-  m.topk = K;
-  m.cache.data = p->cache.as<uint8_t>();
-  m.cache.num_blocks = layout.num_blocks;
-  m.cache.block_size = B;
-  m.cache.page_stride_bytes = page_stride;
-  m.scale = kScale;
-  m.out_lat = p->out_lat.as<bf16_t>();
-  m.lse = p->lse.as<float>();
+  m = packed_sparse_mqa_params(p->q.as<bf16_t>(), T, H, p->indices.as<int32_t>(), K,
+                               {p->cache.as<uint8_t>(), layout.num_blocks, B, page_stride}, p->out_lat.as<bf16_t>(),
+                               p->lse.as<float>());
   const SparseMqaPlan plan = plan_sparse_mqa(static_cast<int32_t>(T), K, sparse_target_items(b, H));
   p->plan_buffers = std::make_unique<BufferSet>(b);
   try {
@@ -476,6 +462,8 @@ Status prepare_forward(Backend& b, const ForwardBatch& fb, int32_t block_size, s
     p->bufs = std::make_unique<BufferSet>(*p->recorder);
     try {
       result = run_forward(*p->recorder, *p->bufs, batch, data, cfg);
+    } catch (const UnsupportedError& e) {
+      return Status::unsupported(e.what());  // an operation of the step the backend lacks: a skip
     } catch (const BackendError& e) {
       const std::string what = e.what();
       if (what.find("alloc") != std::string::npos) throw CapacityError{what};
@@ -620,6 +608,27 @@ std::vector<int64_t> equal_split(int64_t total, int64_t parts) {
   return lens;
 }
 
+SparseMqaParams packed_sparse_mqa_params(const bf16_t* q, int64_t tokens, int32_t heads, const int32_t* slots,
+                                         int32_t topk, const PagedCacheView& cache, bf16_t* out_lat, float* lse) {
+  SparseMqaParams m;
+  m.q_nope_lat = q;
+  m.q_nope_token_stride = int64_t{heads} * kDl;
+  m.q_nope_head_stride = kDl;
+  m.q_pe = q + kDc;
+  m.q_pe_token_stride = int64_t{heads} * kDl;
+  m.q_pe_head_stride = kDl;
+  m.num_tokens = tokens;
+  m.num_heads = heads;
+  m.indices = slots;
+  m.indices_row_stride = topk;
+  m.topk = topk;
+  m.cache = cache;
+  m.scale = kScale;
+  m.out_lat = out_lat;
+  m.lse = lse;
+  return m;
+}
+
 AttentionCost sparse_mqa_cost(int64_t tokens, int32_t heads, int32_t topk, int64_t distinct_entries) {
   AttentionCost c;
   c.flops = static_cast<double>(tokens) * heads * topk * kSparseFlopsPerSlot;
@@ -745,32 +754,28 @@ bool AttentionShape::over_host_caps(const HostLimits& caps) const {
   return model_flops() > static_cast<double>(caps.max_attention_flops);
 }
 
+namespace {
+
+// One AttentionShape of kind `op` per shape of `from`, held in `member`.
+template <typename Shape>
+void append_shapes(std::vector<AttentionShape>& out, AttentionOp op, Shape AttentionShape::*member,
+                   const std::vector<Shape>& from) {
+  for (const Shape& s : from) {
+    AttentionShape sh;
+    sh.op = op;
+    sh.*member = s;
+    out.push_back(sh);
+  }
+}
+
+}  // namespace
+
 std::vector<AttentionShape> attention_shapes(const Sweep& sw) {
   std::vector<AttentionShape> shapes;
-  for (const SparseMqaShape& sp : sw.sparse_shapes) {
-    AttentionShape sh;
-    sh.op = AttentionOp::kSparse;
-    sh.sparse = sp;
-    shapes.push_back(sh);
-  }
-  for (const DenseMhaShape& d : sw.dense_shapes) {
-    AttentionShape sh;
-    sh.op = AttentionOp::kDense;
-    sh.dense = d;
-    shapes.push_back(sh);
-  }
-  for (const ForwardBatch& f : sw.forward_batches) {
-    AttentionShape sh;
-    sh.op = AttentionOp::kForward;
-    sh.forward = f;
-    shapes.push_back(sh);
-  }
-  for (const RouteShape& r : sw.route_shapes) {
-    AttentionShape sh;
-    sh.op = AttentionOp::kRoute;
-    sh.route = r;
-    shapes.push_back(sh);
-  }
+  append_shapes(shapes, AttentionOp::kSparse, &AttentionShape::sparse, sw.sparse_shapes);
+  append_shapes(shapes, AttentionOp::kDense, &AttentionShape::dense, sw.dense_shapes);
+  append_shapes(shapes, AttentionOp::kForward, &AttentionShape::forward, sw.forward_batches);
+  append_shapes(shapes, AttentionOp::kRoute, &AttentionShape::route, sw.route_shapes);
   return shapes;
 }
 
@@ -802,12 +807,12 @@ ForwardFlops forward_flops_model(const ForwardBatch& fb) {
   return f;
 }
 
-Status measure_gemm_ceiling(Backend& backend, DeviceTimer& timer, GemmCeiling* out) {
+namespace {
+
+// C = A B through backend.gemm, timed by `timer` (the backend's): the ceiling's measurement. A
+// backend without gemm returns the unsupported status of its first call.
+Status time_gemm_ceiling(Backend& backend, DeviceTimer& timer, GemmCeiling* out) {
   *out = GemmCeiling();
-  if (!backend.supports_attention()) {
-    out->method = "not measured: the " + backend.info().name + " backend has no gemm";
-    return Status();
-  }
   const int64_t n = timer.on_device() ? kGemmCeilingSizeDevice : kGemmCeilingSizeHost;
   const int samples = timer.on_device() ? kGemmSamplesDevice : kGemmSamplesHost;
   Rng rng = Rng(1).fork(kStreamGemm);
@@ -844,6 +849,25 @@ Status measure_gemm_ceiling(Backend& backend, DeviceTimer& timer, GemmCeiling* o
   out->method = "Backend::gemm bf16 " + sz + "x" + sz + "x" + sz + " (fp32 accumulation), 2mnk / median of " +
                 std::to_string(samples) + (timer.on_device() ? " event-timed calls" : " calls (steady_clock)") +
                 " after " + std::to_string(kGemmWarmup) + " warm-ups";
+  out->backend = backend.info().name;
+  return Status();
+}
+
+}  // namespace
+
+Status measure_gemm_ceiling(Backend& backend, DeviceTimer& timer, const KernelPolicy& kernels, GemmCeiling* out) {
+  const Status own = time_gemm_ceiling(backend, timer, out);
+  if (!own.is_unsupported()) return own;
+  // The ceiling is the device's, not the implementation's: a backend without gemm (an adapter
+  // that lacks it) has it measured by the harness's own backend of the same device, the base that
+  // --adapter-fallback runs the lacking operations on, with a timer on that backend's stream.
+  std::string why;
+  const std::unique_ptr<Backend> harness = make_harness_backend(backend.native_device().kind, kernels, &why);
+  if (!harness) return Status::error(own.message() + "; the harness's own backend of the device: " + why);
+  std::unique_ptr<DeviceTimer> harness_timer;
+  MLA_RETURN_IF_ERROR(DeviceTimer::create(*harness, &harness_timer));
+  MLA_RETURN_IF_ERROR(time_gemm_ceiling(*harness, *harness_timer, out));
+  out->method += "; on the harness's own " + out->backend + " backend: " + own.message();
   return Status();
 }
 

@@ -37,6 +37,7 @@
 #include "apps/mla_bench/device_timer.h"
 #include "apps/mla_bench/sweep.h"
 #include "kernels/backend.h"
+#include "kernels/kernel_policy.h"
 #include "lib/batch/rng.h"
 
 namespace mla::bench {
@@ -74,6 +75,12 @@ struct AttentionCost {
 };
 // Sparse MQA over `tokens` query tokens reading `distinct_entries` distinct cache entries.
 AttentionCost sparse_mqa_cost(int64_t tokens, int32_t heads, int32_t topk, int64_t distinct_entries);
+// One sparse MQA launch's params over queries packed [T, H, 576] (each head's latent part, then its
+// RoPE part: the params' two parts are views of it), top-k slots [T, K] into `cache`, outputs
+// [T, H, 512] and LSEs [T, H], the model's softmax scale 1/sqrt(192). The work partition is the
+// caller's (attach_plan).
+SparseMqaParams packed_sparse_mqa_params(const bf16_t* q, int64_t tokens, int32_t heads, const int32_t* slots,
+                                         int32_t topk, const PagedCacheView& cache, bf16_t* out_lat, float* lse);
 // Dense MHA of num_reqs requests with cumulative query / key lengths cu_q, cu_k (host arrays of
 // num_reqs + 1): attended pairs causal_pairs per request, or nq x nk unmasked.
 AttentionCost dense_mha_cost(const int32_t* cu_q, const int32_t* cu_k, int32_t num_reqs, int32_t heads, bool causal);
@@ -124,15 +131,19 @@ ForwardFlops forward_flops_model(const ForwardBatch& b);
 // The GEMM ceiling measured in the same run: C = A B, bf16 in and out, fp32 accumulation, through
 // Backend::gemm (cuBLAS on CUDA), m = n = k = kGemmCeilingSizeDevice on a GPU
 // (kGemmCeilingSizeHost on the host), 2 m n k / median time of several timed calls after warm-up.
+// It is a property of the device: when `backend` has no gemm (a Python adapter without one), the
+// harness's own backend of the same device (make_harness_backend with `kernels`, the base of
+// --adapter-fallback) measures it, and `backend` names that one.
 inline constexpr int64_t kGemmCeilingSizeDevice = 8192;
 inline constexpr int64_t kGemmCeilingSizeHost = 384;
 struct GemmCeiling {
-  double flops_per_second = 0.0;  // 0: not measured (the backend has no gemm)
+  double flops_per_second = 0.0;  // 0: not measured (no attention shapes in the sweep)
   int64_t size = 0;
   int samples = 0;
-  std::string method;             // one line: how it was measured, or why not
+  std::string method;             // one line: how it was measured
+  std::string backend;            // the backend whose gemm measured it (BackendInfo::name)
 };
-Status measure_gemm_ceiling(Backend& backend, DeviceTimer& timer, GemmCeiling* out);
+Status measure_gemm_ceiling(Backend& backend, DeviceTimer& timer, const KernelPolicy& kernels, GemmCeiling* out);
 
 enum class AttentionOp { kSparse, kDense, kForward, kRoute };
 

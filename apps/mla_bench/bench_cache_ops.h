@@ -18,6 +18,7 @@
 #include "apps/mla_bench/roofline.h"
 #include "apps/mla_bench/sweep.h"
 #include "kernels/backend.h"
+#include "kernels/kernel_policy.h"
 
 namespace mla::bench {
 
@@ -27,6 +28,9 @@ struct BenchEnv {
   L2Flusher* flusher = nullptr;
   Roofline roofline;
   Sweep sweep;
+  // The policy of the harness's own backend of the device, which prepares the inputs (the entry
+  // pools) when `backend` is an adapter that lacks pack.
+  KernelPolicy kernels;
 };
 
 struct RegisterOptions {

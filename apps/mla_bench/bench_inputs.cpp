@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <utility>
+
+#include "lib/backends/backend_choice.h"
 
 namespace mla::bench {
 namespace {
@@ -212,29 +215,41 @@ void DeviceBuffer::reset() {
 
 namespace mla::bench {
 
-Status pack_entries(Backend& backend, const std::vector<bf16_t>& rows, std::vector<uint8_t>* entries) {
-  const int64_t n = static_cast<int64_t>(rows.size()) / kKvCols;
-  std::vector<int64_t> slots(static_cast<size_t>(n));
-  std::iota(slots.begin(), slots.end(), int64_t{0});
+Status pack_rows(Backend& backend, const std::vector<bf16_t>& rows, const std::vector<int64_t>& slots,
+                 int32_t block_size, int64_t page_stride, std::vector<uint8_t>* cache) {
   DeviceBuffer d_rows, d_slots, d_cache;
   MLA_RETURN_IF_ERROR(d_rows.upload(backend, rows));
   MLA_RETURN_IF_ERROR(d_slots.upload(backend, slots));
-  MLA_RETURN_IF_ERROR(d_cache.upload(backend, std::vector<uint8_t>(static_cast<size_t>(n) * DsMlaEntry::kBytes,
-                                                                   kUnusedByte)));
+  MLA_RETURN_IF_ERROR(d_cache.upload(backend, *cache));
   PackParams p;
   p.kv_c = d_rows.as<bf16_t>();
   p.kv_c_row_stride = kKvCols;
   p.k_pe = d_rows.as<bf16_t>() + DsMlaEntry::kNopeDims;
   p.k_pe_row_stride = kKvCols;
   p.slot_mapping = d_slots.as<int64_t>();
-  p.num_tokens = n;
-  p.cache.data = d_cache.as<uint8_t>();
-  p.cache.num_blocks = n;
-  p.cache.block_size = 1;
-  p.cache.page_stride_bytes = DsMlaEntry::kBytes;
+  p.num_tokens = static_cast<int64_t>(slots.size());
+  p.cache = {d_cache.as<uint8_t>(), static_cast<int64_t>(cache->size()) / page_stride, block_size, page_stride};
   MLA_RETURN_IF_ERROR(backend.pack(p));
   MLA_RETURN_IF_ERROR(backend.synchronize());
-  return d_cache.download(entries);
+  return d_cache.download(cache);
+}
+
+Status pack_entries(Backend& backend, const std::vector<bf16_t>& rows, std::vector<uint8_t>* entries) {
+  const int64_t n = static_cast<int64_t>(rows.size()) / kKvCols;
+  std::vector<int64_t> slots(static_cast<size_t>(n));
+  std::iota(slots.begin(), slots.end(), int64_t{0});
+  *entries = std::vector<uint8_t>(static_cast<size_t>(n) * DsMlaEntry::kBytes, kUnusedByte);
+  return pack_rows(backend, rows, slots, /*block_size=*/1, DsMlaEntry::kBytes, entries);
+}
+
+Status pack_input_entries(Backend& backend, const KernelPolicy& kernels, const std::vector<bf16_t>& rows,
+                          std::vector<uint8_t>* entries) {
+  const Status own = pack_entries(backend, rows, entries);
+  if (!own.is_unsupported()) return own;
+  std::string why;
+  const std::unique_ptr<Backend> harness = make_harness_backend(backend.native_device().kind, kernels, &why);
+  if (!harness) return Status::error(own.message() + "; the harness's own backend of the device: " + why);
+  return pack_entries(*harness, rows, entries);
 }
 
 std::vector<uint8_t> assemble_cache(const PagedLayout& layout, int64_t page_stride_bytes,

@@ -14,6 +14,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/common/bf16.h"
+#include "kernels/kernel_policy.h"
 #include "lib/batch/rng.h"
 
 namespace mla::bench {
@@ -136,10 +137,23 @@ class DeviceBuffer {
 
 namespace mla::bench {
 
+// Packs latent rows ([rows, 576] bf16: kv_c then k_pe; row i goes to slots[i], -1 skips it, rows
+// past slots.size() are not read) on the backend into `cache` (pages of `page_stride` bytes holding
+// `block_size` entries each), updated in place: the cache bytes before the call in, after it out.
+Status pack_rows(Backend& backend, const std::vector<bf16_t>& rows, const std::vector<int64_t>& slots,
+                 int32_t block_size, int64_t page_stride, std::vector<uint8_t>* cache);
+
 // Packs `rows` latent rows ([n, 576] bf16) on the backend into n consecutive 656-byte entries
 // (a one-token-per-page cache) and copies them back: quantized entries made by the backend's own
 // pack, for building gather inputs.
 Status pack_entries(Backend& backend, const std::vector<bf16_t>& rows, std::vector<uint8_t>* entries);
+
+// pack_entries for a benchmark's inputs: on `backend`, or, when it has no pack (an adapter that
+// lacks it), on the harness's own backend of the same device (make_harness_backend with
+// `kernels`, the base of --adapter-fallback). The inputs are prepared, not timed, and pack is
+// exact (docs/semantics.md §1.1), so the entries are those every backend's inputs hold.
+Status pack_input_entries(Backend& backend, const KernelPolicy& kernels, const std::vector<bf16_t>& rows,
+                          std::vector<uint8_t>* entries);
 
 // The cache bytes [num_blocks, page_stride_bytes] of `layout`: every stored position of every
 // request gets an entry from `entries` (taken in order, cyclically), every other byte is 0xFF.

@@ -88,22 +88,8 @@ Status dump_pack(Backend& backend, const fs::path& dir, Rng& rng, json* op) {
   const std::vector<bf16_t> kv = dump_latent_rows(kv_rows, rng);
   const std::vector<uint8_t> cache_before(static_cast<size_t>(layout.num_blocks * page_stride), kUnusedByte);
 
-  DeviceBuffer d_kv, d_slots, d_cache;
-  MLA_RETURN_IF_ERROR(d_kv.upload(backend, kv));
-  MLA_RETURN_IF_ERROR(d_slots.upload(backend, slots));
-  MLA_RETURN_IF_ERROR(d_cache.upload(backend, cache_before));
-  PackParams p;
-  p.kv_c = d_kv.as<bf16_t>();
-  p.kv_c_row_stride = kKvCols;
-  p.k_pe = d_kv.as<bf16_t>() + DsMlaEntry::kNopeDims;
-  p.k_pe_row_stride = kKvCols;
-  p.slot_mapping = d_slots.as<int64_t>();
-  p.num_tokens = num_tokens;
-  p.cache = {d_cache.as<uint8_t>(), layout.num_blocks, block_size, page_stride};
-  MLA_RETURN_IF_ERROR(backend.pack(p));
-  MLA_RETURN_IF_ERROR(backend.synchronize());
-  std::vector<uint8_t> cache_after;
-  MLA_RETURN_IF_ERROR(d_cache.download(&cache_after));
+  std::vector<uint8_t> cache_after = cache_before;
+  MLA_RETURN_IF_ERROR(pack_rows(backend, kv, slots, block_size, page_stride, &cache_after));
 
   json inputs, outputs;
   MLA_RETURN_IF_ERROR(write_tensor(dir, "pack.kv.bin", kv, {kv_rows, kKvCols}, &inputs["kv"]));

@@ -6,6 +6,7 @@
 #include "apps/mla_bench/bench_attention_ops.h"
 #include "apps/mla_bench/bench_cache_ops.h"
 #include "apps/mla_bench/bench_common.h"
+#include "apps/mla_bench/bench_dcp.h"
 #include "lib/run/report.h"
 
 namespace mla::bench {
@@ -127,6 +128,18 @@ json shapes_json(const Sweep& sweep) {
   json shapes = json::array();
   for (const CacheShape& s : cache_shapes(sweep)) shapes.push_back(cache_entry(s, sweep.host));
   for (const AttentionShape& s : attention_shapes(sweep)) shapes.push_back(attention_entry(s, sweep));
+  for (const SparseMqaShape& sh : sweep.dcp_shapes)
+    for (int32_t ranks : sweep.dcp_ranks) {
+      json e = with_names(dcp_benchmark_name(ranks, sh), "dcp");
+      e["params"] = {{"block_size", sweep.dcp_block_size}, {"interleave", sweep.dcp_interleave}, {"ranks", ranks},
+                     {"batch", sh.batch}, {"query_tokens", sh.query_tokens}, {"heads", sh.heads},
+                     {"topk", sh.topk}, {"seq_len", sh.seq_len}};
+      e["items"] = int64_t{sh.batch} * sh.query_tokens;
+      e["bytes"] = nullptr;
+      e["flops"] = number(dcp_step_flops(sh));
+      e["host_capped"] = false;
+      shapes.push_back(e);
+    }
   return json{
       {"schema", kShapesSchema},
       {"producer", {{"tool", "mla-bench"}, {"version", tool_version()}, {"git_revision", tool_git_revision()}}},

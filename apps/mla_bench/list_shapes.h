@@ -9,18 +9,19 @@
 //             max_convert_elements, max_attention_flops}}
 //   shapes    one object per benchmark, in registration order:
 //     name         the benchmark's name; run_name: as Google Benchmark writes it ("/manual_time")
-//     op           pack | gather | convert | sparse_mqa | dense_mha | forward | route
+//     op           pack | gather | convert | sparse_mqa | dense_mha | forward | route | dcp
 //     params       pack {block_size, tokens}; gather {block_size, seq_starts, rows};
 //                  convert {block_size, topk, rows}; sparse_mqa {block_size, batch, query_tokens,
 //                  heads, topk, seq_len}; dense_mha {heads, tokens, requests, keys_per_request
 //                  (null: each request's keys are its queries), causal, query_lens, key_lens};
 //                  forward {batch, heads, topk, block_size, decode_threshold, seq_lens, query_lens};
 //                  route {route (dense | sparse), prefill_len, prefills, heads, topk, block_size,
-//                  decode_threshold, seq_lens, query_lens}
+//                  decode_threshold, seq_lens, query_lens}; dcp {block_size, interleave, ranks, batch,
+//                  query_tokens, heads, topk, seq_len}
 //     pair         route only: the other route's benchmark name on the same batch, null when the
 //                  prefills are longer than top-k (only the sparse route is timed there)
 //     items        items_per_second's items per call (tokens, rows, indices, query tokens)
-//     bytes        bytes_per_second's bytes per call; null for forward and route (the sum over the launches
+//     bytes        bytes_per_second's bytes per call; null for forward, route and dcp (the sum over the launches
 //                  it records when it runs)
 //     flops        flops_per_second's FLOPs per call (0 for the cache path; forward: the model,
 //                  which its label compares with the launches it records)

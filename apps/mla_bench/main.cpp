@@ -17,15 +17,16 @@
 #include <string>
 #include <vector>
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <benchmark/benchmark.h>
 
+#include "apps/common/cli.h"
 #include "apps/mla_bench/bench_attention_ops.h"
 #include "apps/mla_bench/benchmark_flags.h"
 #include "apps/mla_bench/bench_cache_ops.h"
+#include "apps/mla_bench/bench_dcp.h"
 #include "apps/mla_bench/device_timer.h"
 #include "apps/mla_bench/dump.h"
 #include "apps/mla_bench/l2_flush.h"
@@ -50,7 +51,8 @@ constexpr const char* kBenchmarkFlagsHelp =
     "                                   gather/B:61/seq_starts:on/rows:4096, convert/B:64/K:2048/rows:64,\n"
     "                                   sparse_mqa/batch:128/q:2/H:128/K:2048/seq:8192,\n"
     "                                   dense_mha/H:128/reqs:1/tokens:8192, forward/mixed_medium/H:128/K:2048,\n"
-    "                                   route/dense/H:128/K:2048/prefill:256)\n"
+    "                                   route/dense/H:128/K:2048/prefill:256,\n"
+    "                                   dcp/ranks:4/batch:128/q:2/H:128/K:2048/seq:131072)\n"
     "  --benchmark_out=FILE --benchmark_out_format=json|csv|console\n"
     "  --benchmark_repetitions=N        default: the sweep's \"repetitions\" (5 in cache_path)\n"
     "  --benchmark_report_aggregates_only=true|false   default: true (mean/median/stddev/cv)\n"
@@ -91,7 +93,8 @@ int list_sweeps() {
     const size_t shapes = s.pack_tokens.size() +
                           s.gather_block_sizes.size() * s.gather_seq_starts.size() * s.gather_rows.size() +
                           s.convert_topk.size() * s.convert_rows.size() + s.sparse_shapes.size() +
-                          s.dense_shapes.size() + s.forward_batches.size() + s.route_shapes.size();
+                          s.dense_shapes.size() + s.forward_batches.size() + s.route_shapes.size() +
+                          s.dcp_shapes.size() * s.dcp_ranks.size();
     std::printf("%-12s %3zu shapes, %d repetitions  %s\n", name.c_str(), shapes, s.repetitions, s.description.c_str());
   }
   std::printf("(or --sweep FILE with a sweep file: docs/benchmarks.md)\n");
@@ -154,11 +157,6 @@ std::string empty_option(const CLI::App& app, const Options& o) {
     if (app.count(name) > 0 && value->empty()) return std::string(name) + ": the value is empty";
   }
   return "";
-}
-
-bool same_file(const std::string& a, const std::string& b) {
-  struct stat sa {}, sb {};
-  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 // --dump DIR: an existing non-directory, or a folder that cannot be made, is refused before the
@@ -252,7 +250,7 @@ int run(int argc, char** argv) {
     return kExitUsage;
   }
   if (opt.list_shapes) return list_shapes(sweep, opt.json);
-  if (bm_flags.out && sweep.source != "built-in" && same_file(*bm_flags.out, sweep.source)) {
+  if (bm_flags.out && sweep.source != "built-in" && app::same_file(*bm_flags.out, sweep.source)) {
     std::fprintf(stderr, "mla-bench: --benchmark_out %s: is the sweep file (an input is never overwritten)\n",
                  bm_flags.out->c_str());
     return kExitUsage;
@@ -269,8 +267,8 @@ int run(int argc, char** argv) {
   const std::string& dump_dir = opt.dump_dir;
 
   std::unique_ptr<Backend> backend;
+  BackendChoice choice;
   {
-    BackendChoice choice;
     if (const std::string bad = parse_backend_choice(backend_name, &choice); !bad.empty()) {
       std::fprintf(stderr, "mla-bench: --backend: %s\n", bad.c_str());
       return kExitUsage;
@@ -286,6 +284,8 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "mla-bench: %s\n", s.message().c_str());
       return kExitUsage;
     }
+    // The dcp sweep's workers are processes of their own, one per GPU (bench_dcp.h).
+    if (sweep.has_dcp()) return run_dcp_sweep(sweep, choice);
     std::string why;
     backend = make_backend(choice, &why);
     if (!backend) {
@@ -343,6 +343,7 @@ int run(int argc, char** argv) {
   BenchEnv env;
   env.backend = backend.get();
   env.sweep = sweep;
+  env.kernels = choice.kernels;
   Status st = DeviceTimer::create(*backend, &timer);
   if (st.ok()) st = L2Flusher::create(*backend, timer->stream(), opt.lead_cycles, &flusher);
   if (st.ok()) st = measure_roofline(*backend, *timer, &env.roofline);
@@ -352,10 +353,11 @@ int run(int argc, char** argv) {
   }
   env.timer = timer.get();
   env.flusher = flusher.get();
-  // The GEMM ceiling, when the sweep has attention shapes (it is what their FLOP/s are read against).
+  // The GEMM ceiling, when the sweep has attention shapes (it is what their FLOP/s are read against;
+  // the harness's own backend of the device measures it for an adapter without gemm).
   GemmCeiling gemm;
   if (sweep.has_attention()) {
-    st = measure_gemm_ceiling(*backend, *timer, &gemm);
+    st = measure_gemm_ceiling(*backend, *timer, choice.kernels, &gemm);
     if (!st.ok()) {
       std::fprintf(stderr, "mla-bench: measuring the GEMM ceiling on %s failed: %s\n", info.name.c_str(),
                    st.message().c_str());
@@ -396,6 +398,7 @@ int run(int argc, char** argv) {
     benchmark::AddCustomContext("mla_gemm_flops", human_flops(gemm.flops_per_second));
   }
   if (!gemm.method.empty()) benchmark::AddCustomContext("mla_gemm_method", gemm.method);
+  if (!gemm.backend.empty()) benchmark::AddCustomContext("mla_gemm_ceiling_backend", gemm.backend);
   if (flusher->buffer_bytes() > 0) {
     benchmark::AddCustomContext("mla_l2_flush", std::to_string(flusher->buffer_bytes()) + " bytes read (L2 " +
                                                     std::to_string(flusher->l2_bytes()) + " bytes)");
@@ -420,11 +423,4 @@ int run(int argc, char** argv) {
   return kExitOk;
 }
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {  // never an abort: a message and the runtime-error code
-    std::fprintf(stderr, "mla-bench: internal error: %s\n", e.what());
-    return kExitRuntime;
-  }
-}
+int main(int argc, char** argv) { return app::main_guarded("mla-bench", run, argc, argv); }

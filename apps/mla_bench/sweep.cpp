@@ -65,11 +65,11 @@ T integer(const json& obj, const char* key, T absent) {
   return obj.contains(key) ? static_cast<T>(obj.at(key).get<int64_t>()) : absent;
 }
 
-Status parse_sparse(const json& sp, const std::string& source, Sweep* s) {
-  const std::string path = "/attention/sparse_mqa";
-  s->sparse_block_size = integer(sp, "block_size", s->sparse_block_size);
+// Sparse-MQA shape groups (attention.sparse_mqa and dcp): each group's cartesian product,
+// duplicates removed, in file order.
+Status parse_sparse_shapes(const json& groups, const std::string& path, int32_t block_size, const std::string& source,
+                           std::vector<SparseMqaShape>* out) {
   std::set<std::tuple<int32_t, int32_t, int32_t, int32_t, int64_t>> seen;
-  const json& groups = sp.at("shapes");
   for (size_t i = 0; i < groups.size(); ++i) {
     const json& g = groups[i];
     const std::string gp = path + "/shapes/" + std::to_string(i);
@@ -83,7 +83,7 @@ Status parse_sparse(const json& sp, const std::string& source, Sweep* s) {
                            "query_tokens " + std::to_string(q) + " > seq_len " + std::to_string(l));
               }
               // Slots (and converted indices) are int32: the whole pool must fit.
-              if (int64_t{b} * (ceil_div(l, s->sparse_block_size) + 1) * s->sparse_block_size > INT32_MAX) {
+              if (int64_t{b} * (ceil_div(l, block_size) + 1) * block_size > INT32_MAX) {
                 return err(source, gp, "batch " + std::to_string(b) + " x seq_len " + std::to_string(l) +
                                            " has cache slots past INT32_MAX");
               }
@@ -91,10 +91,27 @@ Status parse_sparse(const json& sp, const std::string& source, Sweep* s) {
                 return err(source, gp, "batch x query_tokens x topk exceeds INT32_MAX indices");
               }
               if (!seen.insert({b, q, h, k, l}).second) continue;
-              s->sparse_shapes.push_back({b, q, h, k, l});
+              out->push_back({b, q, h, k, l});
             }
   }
   return Status();
+}
+
+Status parse_sparse(const json& sp, const std::string& source, Sweep* s) {
+  s->sparse_block_size = integer(sp, "block_size", s->sparse_block_size);
+  return parse_sparse_shapes(sp.at("shapes"), "/attention/sparse_mqa", s->sparse_block_size, source, &s->sparse_shapes);
+}
+
+Status parse_dcp(const json& d, const std::string& source, Sweep* s) {
+  s->dcp_block_size = integer(d, "block_size", s->dcp_block_size);
+  s->dcp_interleave = integer(d, "interleave", s->dcp_interleave);
+  if (s->dcp_block_size % s->dcp_interleave != 0)
+    return err(source, "/dcp/interleave", "interleave " + std::to_string(s->dcp_interleave) + " does not divide block_size " +
+                                              std::to_string(s->dcp_block_size) + " (docs/semantics.md §3)");
+  s->dcp_ranks = ints<int32_t>(d, "ranks");
+  std::sort(s->dcp_ranks.begin(), s->dcp_ranks.end());
+  s->dcp_ranks.erase(std::unique(s->dcp_ranks.begin(), s->dcp_ranks.end()), s->dcp_ranks.end());
+  return parse_sparse_shapes(d.at("shapes"), "/dcp/shapes", s->dcp_block_size, source, &s->dcp_shapes);
 }
 
 Status parse_dense(const json& d, const std::string& source, Sweep* s) {
@@ -362,6 +379,16 @@ Status parse_sweep(const std::string& json_text, const std::string& source, Swee
     if (a.contains("dense_mha")) MLA_RETURN_IF_ERROR(parse_dense(a["dense_mha"], source, &s));
     if (a.contains("forward")) MLA_RETURN_IF_ERROR(parse_forward(a["forward"], source, &s));
     if (a.contains("routes")) MLA_RETURN_IF_ERROR(parse_routes(a["routes"], source, &s));
+  }
+  if (doc.contains("dcp")) {
+    MLA_RETURN_IF_ERROR(parse_dcp(doc["dcp"], source, &s));
+    for (const char* other : {"pack", "gather", "convert", "attention"})
+      if (doc.contains(other))
+        return err(source, std::string("/") + other,
+                   "a sweep with a dcp section holds nothing else (its benchmarks run in processes of their own)");
+    if (!s.has_dcp()) return err(source, "/dcp", "defines no benchmark (no shape or no rank count)");
+    *out = std::move(s);
+    return Status();
   }
   const bool any = !s.pack_tokens.empty() ||
                    (!s.gather_rows.empty() && !s.gather_block_sizes.empty() && !s.gather_seq_starts.empty()) ||

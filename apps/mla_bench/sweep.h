@@ -97,6 +97,14 @@ struct Sweep {
   int32_t routes_block_size = 64;
   std::vector<RouteShape> route_shapes;
 
+  // "dcp": the decode-context-parallel step over 1..N GPUs, one process per GPU (apps/mla_bench/
+  // bench_dcp.h): each shape at each rank count. A sweep with a dcp section holds nothing else.
+  int32_t dcp_block_size = 64;
+  int32_t dcp_interleave = 1;
+  std::vector<int32_t> dcp_ranks;         // ascending, distinct
+  std::vector<SparseMqaShape> dcp_shapes;
+  bool has_dcp() const { return !dcp_shapes.empty() && !dcp_ranks.empty(); }
+
   bool has_attention() const {
     return !sparse_shapes.empty() || !dense_shapes.empty() || !forward_batches.empty() || !route_shapes.empty();
   }

@@ -6,53 +6,32 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
+#include "apps/common/cli.h"
+#include "apps/common/table.h"
 #include "lib/backends/injection.h"
 #include "lib/backends/kernel_policy_env.h"
+#include "lib/dcp/launch_env.h"
 #include "lib/run/memory_estimate.h"
 #include "lib/run/report.h"
 #include "lib/scenario/scenario.h"
 #include "lib/run/selection.h"
+#include "lib/run/shard.h"
 #include "lib/run/suite_runner.h"
 #include "fuzz_cli.h"
 #include "progress.h"
-#include "table.h"
-
-#ifndef MLA_DEFAULT_SCENARIO_DIR
-#define MLA_DEFAULT_SCENARIO_DIR "scenarios/suite"
-#endif
 
 using namespace mla;
+using app::kExitFail, app::kExitPass, app::kExitRuntime, app::kExitUsage;
 
 namespace {
-
-constexpr int kExitPass = 0, kExitFail = 1, kExitUsage = 2, kExitRuntime = 3;
-
-std::string utc_now_iso8601() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
-std::string hostname() {
-  char buf[256] = {0};
-  return ::gethostname(buf, sizeof buf - 1) == 0 ? buf : "unknown";
-}
-
-std::string default_scenario_dir() {
-  if (const char* env = std::getenv("MLA_SCENARIO_DIR")) return env;
-  return MLA_DEFAULT_SCENARIO_DIR;
-}
 
 size_t online_cpus() {
   const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
@@ -60,19 +39,13 @@ size_t online_cpus() {
 }
 
 // --jobs 0 on the CUDA backend: every scenario process holds a CUDA context (hundreds of MB of
-// device memory) and they share one GPU, so "one per CPU" is capped. An explicit --jobs N is
-// taken as given.
+// device memory) and the processes given one GPU share it, so "one per CPU" is capped per GPU.
+// An explicit --jobs N is taken as given.
 constexpr size_t kAutoJobsOnGpu = 8;
 
-size_t auto_jobs(bool on_gpu) {
+size_t auto_jobs(bool on_gpu, int gpus) {
   const size_t cpus = online_cpus();
-  return on_gpu ? std::min(cpus, kAutoJobsOnGpu) : cpus;
-}
-
-// Whether two paths name one existing file (device and inode).
-bool same_file(const std::string& a, const std::string& b) {
-  struct stat sa {}, sb {};
-  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  return on_gpu ? std::min(cpus, kAutoJobsOnGpu * static_cast<size_t>(std::max(gpus, 1))) : cpus;
 }
 
 // Options that take a value and mean something else when the value is empty (no report, every
@@ -90,16 +63,14 @@ std::string empty_option(const CLI::App& app, const std::vector<std::pair<const 
 int run(int argc, char** argv) {
   CLI::App app{"mla-check: proves sparse-MLA (fp8_ds_mla) kernels correct against an independent reference.\n"
                "With no arguments, runs every scenario of the shipped suite on the best backend."};
-  std::vector<std::string> scenario_args, exclude_tags, check_names;
-  std::string filter, backend_name = "auto", report_path, inject_name, scenario_dir = default_scenario_dir();
+  SelectionOptions sel;
+  std::vector<std::string> check_names;
+  std::string backend_name = "auto", report_path, inject_name;
   bool list = false, list_injections = false, version = false, quiet = false, no_isolate = false, verbose = false;
   std::optional<uint64_t> seed;
   double timeout_s = 900.0;
   int jobs = 1;
-  app.add_option("--scenario", scenario_args, "Scenario file path or shipped scenario name (repeatable)");
-  app.add_option("--scenario-dir", scenario_dir, "Directory of the shipped suite")->capture_default_str();
-  app.add_option("--filter", filter, "Only scenarios whose name matches PATTERN (glob, or substring)");
-  app.add_option("--exclude-tag", exclude_tags, "Leave out scenarios with this tag (repeatable), e.g. gpu-only");
+  app::add_selection_options(app, &sel);
   app.add_option("--check", check_names,
                  "Run only this check of each scenario (repeatable, e.g. sparse_mqa); scenarios without any of "
                  "them are left out");
@@ -130,10 +101,18 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(1.0, 7 * 86400.0))
       ->capture_default_str();
   app.add_option("-j,--jobs", jobs,
-                 "Scenario processes run at once (0: one per online CPU, at most 8 on the CUDA backend); the results "
+                 "Scenario processes run at once (0: one per online CPU, at most 8 per GPU on the CUDA backend; with several "
+                 "GPUs each process gets one); the results "
                  "keep the suite's order")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
+  std::string shard_text, shard_costs;
+  app.add_option("--shard", shard_text,
+                 "Run only shard I of N (I/N, 1 <= I <= N) of the selected scenarios, balanced by recorded durations "
+                 "(scripts/merge_reports.py joins the shards' reports)");
+  app.add_option("--shard-costs", shard_costs,
+                 "With --shard: the report whose durations balance the shards (default: the host baseline, "
+                 "scenarios/baselines/host-report.json beside the scenario directory)");
   app.add_flag("--no-isolate", no_isolate, "Run scenarios in this process, one at a time (a crash then ends the run)");
   app.add_flag("-q,--quiet", quiet, "Print only failing checks and the summary");
   app.add_flag("-v,--verbose", verbose, "Print every check (default: one row per passing scenario)");
@@ -156,8 +135,9 @@ int run(int argc, char** argv) {
     return code == 0 ? kExitPass : kExitUsage;
   }
   if (const std::string e = empty_option(app, {{"--report", &report_path}, {"--seed", &seed_text},
-                                                {"--inject", &inject_name}, {"--scenario-dir", &scenario_dir},
-                                                {"--backend", &backend_name}});
+                                                {"--inject", &inject_name}, {"--scenario-dir", &sel.scenario_dir},
+                                                {"--backend", &backend_name}, {"--shard", &shard_text},
+                                                {"--shard-costs", &shard_costs}});
       !e.empty()) {
     std::fprintf(stderr, "mla-check: %s\n", e.c_str());
     return kExitUsage;
@@ -225,9 +205,10 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "mla-check: %s\n", bad.c_str());
       return kExitUsage;
     }
-    if (!scenario_args.empty() || !filter.empty() || !exclude_tags.empty() || list || no_isolate) {
+    if (!sel.scenario_args.empty() || !sel.filter.empty() || !sel.exclude_tags.empty() || list || no_isolate ||
+        app.count("--shard") > 0 || app.count("--shard-costs") > 0) {
       std::fprintf(stderr, "mla-check: --fuzz generates its scenarios and runs each in a child process: it cannot be "
-                           "combined with --scenario, --filter, --exclude-tag, --list or --no-isolate\n");
+                           "combined with --scenario, --filter, --exclude-tag, --list, --no-isolate or --shard\n");
       return kExitUsage;
     }
     fuzz_opt.seed = seed.value_or(1);  // the fuzz run's seed; each case draws its own scenario seed
@@ -236,22 +217,26 @@ int run(int argc, char** argv) {
   }
 
   // Select and load scenarios; any invalid file is bad input (exit 2) before anything runs.
-  SelectionOptions sel;
-  sel.scenario_args = scenario_args;
-  sel.scenario_dir = scenario_dir;
-  sel.filter = filter;
-  sel.exclude_tags = exclude_tags;
   sel.only_checks = only_checks;
   sel.seed = seed;
-  std::vector<std::string> selection_notes;
-  auto selected = fuzz ? std::variant<std::vector<Scenario>, SelectionError>{std::vector<Scenario>{}}
-                       : select_scenarios(sel, &selection_notes);
-  if (auto* err = std::get_if<SelectionError>(&selected)) {
-    std::fprintf(stderr, "mla-check: %s\n", err->message.c_str());
-    return kExitUsage;
+  std::vector<Scenario> scenarios;
+  if (!fuzz) {
+    std::optional<std::vector<Scenario>> selected = app::select_or_explain("mla-check", sel);
+    if (!selected) return kExitUsage;
+    scenarios = std::move(*selected);
   }
-  for (const auto& note : selection_notes) std::fprintf(stderr, "mla-check: note: %s\n", note.c_str());
-  std::vector<Scenario> scenarios = std::get<std::vector<Scenario>>(std::move(selected));
+  std::optional<Provenance::Shard> shard;
+  if (app.count("--shard") > 0 || app.count("--shard-costs") > 0) {
+    auto part = select_shard(shard_text, shard_costs, sel.scenario_dir, scenarios);
+    if (const auto* bad = std::get_if<std::string>(&part)) {
+      std::fprintf(stderr, "mla-check: %s\n", bad->c_str());
+      return kExitUsage;
+    }
+    auto& sel_part = std::get<ShardSelection>(part);
+    if (!sel_part.note.empty()) std::fprintf(stderr, "mla-check: note: %s\n", sel_part.note.c_str());
+    shard = std::move(sel_part.info);
+    scenarios = std::move(sel_part.scenarios);
+  }
   if (list) {
     for (const auto& s : scenarios) {
       std::string checks;
@@ -269,13 +254,13 @@ int run(int argc, char** argv) {
   // the whole suite has run.
   if (!report_path.empty()) {
     for (const auto& s : scenarios) {
-      if (same_file(report_path, s.file)) {
+      if (app::same_file(report_path, s.file)) {
         std::fprintf(stderr, "mla-check: --report %s: is the scenario file %s (an input is never overwritten)\n",
                      report_path.c_str(), s.file.c_str());
         return kExitUsage;
       }
     }
-    if (choice.kind == BackendChoice::Kind::kPython && same_file(report_path, choice.adapter)) {
+    if (choice.kind == BackendChoice::Kind::kPython && app::same_file(report_path, choice.adapter)) {
       std::fprintf(stderr, "mla-check: --report %s: is the adapter file %s (an input is never overwritten)\n",
                    report_path.c_str(), choice.adapter.c_str());
       return kExitUsage;
@@ -338,7 +323,15 @@ int run(int argc, char** argv) {
   opt.injection = *injection;
   opt.isolate = !no_isolate;
   opt.timeout_s = timeout_s;
-  opt.jobs = jobs > 0 ? static_cast<size_t>(jobs) : auto_jobs(probe.on_gpu);
+  opt.jobs = jobs > 0 ? static_cast<size_t>(jobs) : auto_jobs(probe.on_gpu, probe.device_count);
+  // Several GPUs: each scenario process gets one, by its slot (round robin).
+  if (probe.on_gpu && probe.device_count > 1 && !no_isolate) {
+    const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+    opt.devices = visible_device_ids(cvd ? std::optional<std::string>(cvd) : std::nullopt, probe.device_count);
+    if (opt.jobs > 1)
+      std::fprintf(stderr, "mla-check: note: %zu scenario processes at once over %zu GPUs (CUDA_VISIBLE_DEVICES by slot)\n",
+                   opt.jobs, opt.devices.size());
+  }
   opt.dump.dir = dump_dir;
   opt.dump.max_bytes = dump_max_bytes;
   opt.repro_prefix = std::string(argv[0]) + " --backend " + to_string(probe.resolved) +
@@ -366,6 +359,7 @@ int run(int argc, char** argv) {
   report.provenance.started_at = utc_now_iso8601();
   report.provenance.injection = to_string(*injection);
   report.provenance.seed_override = fuzz ? std::nullopt : seed;  // with --fuzz, --seed picks the cases
+  report.provenance.shard = shard;
   FuzzOutcome fuzz_out;
   if (fuzz) {
     fuzz_opt.suite = opt;
@@ -412,11 +406,4 @@ int run(int argc, char** argv) {
   return errored ? kExitRuntime : kExitPass;
 }
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "mla-check: internal error: %s\n", e.what());
-    return kExitRuntime;
-  }
-}
+int main(int argc, char** argv) { return app::main_guarded("mla-check", run, argc, argv); }

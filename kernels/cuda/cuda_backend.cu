@@ -21,14 +21,11 @@
 
 #include "kernels/cuda/cache/cache_launchers.h"
 #include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/launch_limits.h"
 #include "kernels/cuda/dense_mha/dense_mha_launcher.h"
 #include "kernels/cuda/gemm/gemm_launcher.h"
 #include "kernels/cuda/merge/merge_launcher.h"
 #include "kernels/cuda/sparse_mqa/sparse_mqa_launcher.h"
-
-#if !defined(MLA_HAVE_WGMMA)
-#define MLA_HAVE_WGMMA 0
-#endif
 
 namespace mla {
 namespace {
@@ -133,19 +130,11 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
   Status copy_to_device(void* dst, const void* src, std::size_t bytes) override {
-    if (bytes == 0) return Status();
-    MLA_RETURN_IF_ERROR(use_device());
-    MLA_RETURN_IF_ERROR(
-        checked(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync to the device"));
-    return wait("cudaStreamSynchronize after a copy to the device");
+    return copy(dst, src, bytes, cudaMemcpyHostToDevice, "device");
   }
 
   Status copy_to_host(void* dst, const void* src, std::size_t bytes) override {
-    if (bytes == 0) return Status();
-    MLA_RETURN_IF_ERROR(use_device());
-    MLA_RETURN_IF_ERROR(
-        checked(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync to the host"));
-    return wait("cudaStreamSynchronize after a copy to the host");
+    return copy(dst, src, bytes, cudaMemcpyDeviceToHost, "host");
   }
 
   // Waits for everything issued so far; the first error (a kernel fault is sticky) is returned.
@@ -170,6 +159,15 @@ class CudaBackendImpl final : public CudaBackend {
   Status merge(const MergeParams& p) override { return issue("merge", [&] { return launch_merge(p, stream_); }); }
 
  private:
+  // A synchronous copy on the stream (after everything issued before it); `to` names the
+  // destination side in the error messages.
+  Status copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, const std::string& to) {
+    if (bytes == 0) return Status();
+    MLA_RETURN_IF_ERROR(use_device());
+    MLA_RETURN_IF_ERROR(checked(cudaMemcpyAsync(dst, src, bytes, kind, stream_), ("cudaMemcpyAsync to the " + to).c_str()));
+    return wait("cudaStreamSynchronize after a copy to the " + to);
+  }
+
   // The device is per host thread in the runtime API: make ours current before every call.
   Status use_device() {
     MLA_CUDA_CHECK(cudaSetDevice(device_));
@@ -264,6 +262,15 @@ bool cuda_backend_available(std::string* why_not) {
     return false;
   }
   return true;
+}
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count;
 }
 
 bool wgmma_kernels_built() { return MLA_HAVE_WGMMA != 0; }

@@ -67,45 +67,27 @@ class HostBackend final : public Backend {
   }
   Status synchronize() override { return Status(); }
 
-  Status pack(const PackParams& p) override {
-    MLA_RETURN_IF_ERROR(p.validate());
-    host::pack(p);
-    return Status();
-  }
-  Status gather(const GatherParams& p) override {
-    MLA_RETURN_IF_ERROR(p.validate());
-    host::gather(p);
-    return Status();
-  }
-  Status convert(const ConvertParams& p) override {
-    MLA_RETURN_IF_ERROR(p.validate());
-    host::convert(p);
-    return Status();
-  }
+  Status pack(const PackParams& p) override { return run(p, host::pack); }
+  Status gather(const GatherParams& p) override { return run(p, host::gather); }
+  Status convert(const ConvertParams& p) override { return run(p, host::convert); }
 
-  Status gemm(const GemmParams& p) override {
-    MLA_RETURN_IF_ERROR(p.validate());
-    host::gemm(p);
-    return Status();
-  }
-  Status sparse_mqa(const SparseMqaParams& p) override {
-    MLA_RETURN_IF_ERROR(p.validate());
-    host::sparse_mqa(p);
-    return Status();
-  }
+  Status gemm(const GemmParams& p) override { return run(p, host::gemm); }
+  Status sparse_mqa(const SparseMqaParams& p) override { return run(p, host::sparse_mqa); }
   Status dense_mha(const DenseMhaParams& p) override {
-    MLA_RETURN_IF_ERROR(p.validate());
-    host::dense_mha(p);
-    return Status();
+    return run(p, [](const DenseMhaParams& q) { host::dense_mha(q); });  // the default softmax step
   }
-  Status merge(const MergeParams& p) override {
-    MLA_RETURN_IF_ERROR(p.validate());
-    host::merge(p);
-    return Status();
-  }
+  Status merge(const MergeParams& p) override { return run(p, host::merge); }
   bool supports_attention() const override { return true; }
 
  private:
+  // Every operation: validate, then the host kernel (nothing is touched when p is invalid).
+  template <typename Params, typename Kernel>
+  static Status run(const Params& p, Kernel&& kernel) {
+    MLA_RETURN_IF_ERROR(p.validate());
+    kernel(p);
+    return Status();
+  }
+
   static Status copy(const char* what, void* dst, const void* src, std::size_t bytes) {
     if (bytes == 0) return Status();
     if (dst == nullptr || src == nullptr) {

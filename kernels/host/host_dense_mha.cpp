@@ -59,24 +59,8 @@ void dense_mha(const DenseMhaParams& p, int softmax_keys) {
         std::fill(acc, acc + kDv, 0.0f);
         for (int64_t c0 = 0; c0 < visible; c0 += step) {
           const int n = static_cast<int>(std::min<int64_t>(step, visible - c0));
-          float tile_max = -INFINITY;
-          for (int j = 0; j < n; ++j) {
-            scores[j] = dot_f32(q, &keys[static_cast<size_t>(c0 + j) * kDqk], kDqk) * p.scale;
-            tile_max = fmaxf(tile_max, scores[j]);
-          }
-          const float factor = row.begin_tile(tile_max);
-          if (factor != 1.0f) {
-            for (int e = 0; e < kDv; ++e) acc[e] *= factor;
-          }
-          float tile_sum = 0.0f;
-          for (int j = 0; j < n; ++j) {
-            const float pj = row.prob(scores[j]);
-            tile_sum += pj;
-            const float pv = bf16_to_f32(f32_to_bf16_rne(pj));
-            const float* __restrict v = &vals[static_cast<size_t>(c0 + j) * kDv];
-            for (int e = 0; e < kDv; ++e) acc[e] += pv * v[e];
-          }
-          row.l += tile_sum;
+          softmax_tile<kDqk, kDv, kDv>(row, q, &keys[static_cast<size_t>(c0) * kDqk], &vals[static_cast<size_t>(c0) * kDv],
+                                       n, p.scale, scores.data(), acc);
         }
 
         bf16_t* out = p.out + (t * H + h) * kDv;

@@ -21,6 +21,15 @@ void fill_invalid_row(bf16_t* row) {
   for (int e = 0; e < DsMlaEntry::kLatentDims; ++e) row[e] = kBf16QuietNaN;
 }
 
+// The pre-fix reader: all 576 bytes taken as E4M3 with one global scale.
+void flat_fp8_entry(const uint8_t* entry, float global_scale, bf16_t* row) {
+  for (int e = 0; e < DsMlaEntry::kLatentDims; ++e) {
+    row[e] = f32_to_bf16_rne(e4m3_to_f32(entry[e]) * global_scale);
+  }
+}
+
+}  // namespace
+
 // docs/semantics.md §1.2: element e < 512 is bf16_rne(f32(e4m3) * scale[e / 128]), one fp32 multiply; the
 // RoPE elements are the stored bf16 bits.
 void dequant_entry(const uint8_t* entry, bf16_t* row) {
@@ -36,15 +45,6 @@ void dequant_entry(const uint8_t* entry, bf16_t* row) {
     row[DsMlaEntry::kNopeDims + i] = static_cast<bf16_t>(rope[2 * i] | (rope[2 * i + 1] << 8));
   }
 }
-
-// The pre-fix reader: all 576 bytes taken as E4M3 with one global scale.
-void flat_fp8_entry(const uint8_t* entry, float global_scale, bf16_t* row) {
-  for (int e = 0; e < DsMlaEntry::kLatentDims; ++e) {
-    row[e] = f32_to_bf16_rne(e4m3_to_f32(entry[e]) * global_scale);
-  }
-}
-
-}  // namespace
 
 int64_t gather_source_offset(const GatherParams& p, int64_t row, int64_t entry_stride_bytes) {
   const int32_t r = gather_row_owner(p.workspace_starts, p.num_reqs, row);

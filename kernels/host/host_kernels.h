@@ -6,10 +6,14 @@
 // any values in the pointed-to memory.
 #pragma once
 
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/common/attention_params.h"
+#include "kernels/common/bf16.h"
 #include "kernels/common/cache_params.h"
+#include "kernels/common/online_softmax.h"
 
 namespace mla::host {
 
@@ -22,6 +26,9 @@ void gather(const GatherParams& p);
 
 // The flat-FP8 reader (failure mode 2 of docs/semantics.md §6, on purpose), one work item per output row.
 void gather_flat_fp8(const FlatFp8GatherParams& p);
+
+// docs/semantics.md §1.2: one fp8_ds_mla entry as the gather writes it, a row of 576 bf16.
+void dequant_entry(const uint8_t* entry, bf16_t* row);
 
 // docs/semantics.md §3, one work item per (row, column) element, then valid_count per row.
 void convert(const ConvertParams& p);
@@ -76,6 +83,34 @@ inline float dot_f32(const float* a, const float* b, int n) {
   }
   for (int l = 0; l < kLanes && i + l < n; ++l) lane[l] += a[i + l] * b[i + l];
   return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
+// One online-softmax tile of one row over n keys (docs/semantics.md §4), the order the attention
+// kernels share: s_j = dot_f32(q, k_j, kKeyDims) * scale (k_j = keys + j kKeyDims; the scores go
+// to scores[0, n)), factor = row.begin_tile(max_j s_j), acc = acc * factor (kValDims values),
+// then key by key p_j = row.prob(s_j), acc += bf16_rne(p_j) v_j (v_j = vals + j kValStride), and
+// l += the fp32 sum of the p_j in key order.
+template <int kKeyDims, int kValDims, int kValStride>
+void softmax_tile(OnlineSoftmaxRow& row, const float* q, const float* keys, const float* vals, int n, float scale,
+                  float* scores, float* __restrict acc) {
+  float tile_max = -INFINITY;
+  for (int j = 0; j < n; ++j) {
+    scores[j] = dot_f32(q, &keys[static_cast<size_t>(j) * kKeyDims], kKeyDims) * scale;
+    tile_max = fmaxf(tile_max, scores[j]);
+  }
+  const float factor = row.begin_tile(tile_max);
+  if (factor != 1.0f) {
+    for (int e = 0; e < kValDims; ++e) acc[e] *= factor;
+  }
+  float tile_sum = 0.0f;
+  for (int j = 0; j < n; ++j) {
+    const float pj = row.prob(scores[j]);
+    tile_sum += pj;
+    const float pv = bf16_to_f32(f32_to_bf16_rne(pj));
+    const float* __restrict v = &vals[static_cast<size_t>(j) * kValStride];
+    for (int e = 0; e < kValDims; ++e) acc[e] += pv * v[e];
+  }
+  row.l += tile_sum;
 }
 
 }  // namespace mla::host

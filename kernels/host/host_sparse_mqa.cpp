@@ -22,32 +22,17 @@
 
 #include "kernels/common/bf16.h"
 #include "kernels/common/ds_mla_entry.h"
-#include "kernels/common/fp8_e4m3.h"
 #include "kernels/common/online_softmax.h"
 #include "kernels/host/host_kernels.h"
 
 namespace mla::host {
 namespace {
 
-float load_f32_le(const uint8_t* src) {
-  uint32_t u = 0;
-  for (int i = 0; i < 4; ++i) u |= static_cast<uint32_t>(src[i]) << (8 * i);
-  return f32_from_bits(u);
-}
-
 // docs/semantics.md §1.2 into fp32: the values the gather would write, widened.
 void dequant_entry_f32(const uint8_t* entry, float* row) {
-  for (int t = 0; t < DsMlaEntry::kNumTiles; ++t) {
-    const float scale = load_f32_le(entry + DsMlaEntry::kScaleOffset + 4 * t);
-    for (int i = 0; i < DsMlaEntry::kTileDims; ++i) {
-      const int e = t * DsMlaEntry::kTileDims + i;
-      row[e] = bf16_to_f32(f32_to_bf16_rne(e4m3_to_f32(entry[DsMlaEntry::kNopeOffset + e]) * scale));
-    }
-  }
-  const uint8_t* rope = entry + DsMlaEntry::kRopeOffset;
-  for (int i = 0; i < kDr; ++i) {
-    row[kDc + i] = bf16_to_f32(static_cast<bf16_t>(rope[2 * i] | (rope[2 * i + 1] << 8)));
-  }
+  bf16_t bits[DsMlaEntry::kLatentDims];
+  dequant_entry(entry, bits);
+  for (int e = 0; e < DsMlaEntry::kLatentDims; ++e) row[e] = bf16_to_f32(bits[e]);
 }
 
 // Scratch reused across items: q of every head, one dequantized key tile, the accumulators.
@@ -91,27 +76,9 @@ void run_item(const SparseMqaParams& p, const SparseMqaWorkItem& item, Scratch& 
     if (n == 0) continue;
 
     for (int h = 0; h < H; ++h) {
-      const float* q = &s.q[static_cast<size_t>(h) * kDl];
-      float tile_max = -INFINITY;
-      for (int j = 0; j < n; ++j) {
-        scores[j] = dot_f32(q, &s.keys[static_cast<size_t>(j) * kDl], kDl) * p.scale;
-        tile_max = fmaxf(tile_max, scores[j]);
-      }
-      OnlineSoftmaxRow& row = s.rows[static_cast<size_t>(h)];
-      const float factor = row.begin_tile(tile_max);
-      float* __restrict acc = &s.acc[static_cast<size_t>(h) * kDc];
-      if (factor != 1.0f) {
-        for (int e = 0; e < kDc; ++e) acc[e] *= factor;
-      }
-      float tile_sum = 0.0f;
-      for (int j = 0; j < n; ++j) {
-        const float pj = row.prob(scores[j]);
-        tile_sum += pj;
-        const float pv = bf16_to_f32(f32_to_bf16_rne(pj));
-        const float* __restrict v = &s.keys[static_cast<size_t>(j) * kDl];
-        for (int e = 0; e < kDc; ++e) acc[e] += pv * v[e];
-      }
-      row.l += tile_sum;
+      // The values are the keys' first 512 elements (MQA over the latent cache).
+      softmax_tile<kDl, kDc, kDl>(s.rows[static_cast<size_t>(h)], &s.q[static_cast<size_t>(h) * kDl], s.keys.data(),
+                                  s.keys.data(), n, p.scale, scores, &s.acc[static_cast<size_t>(h) * kDc]);
     }
   }
 

@@ -61,11 +61,9 @@ std::unique_ptr<Backend> make_backend(const BackendChoice& choice, std::string* 
       PythonAdapterOptions o;
       o.path = c.adapter;
       o.fallback_operations = c.adapter_fallback;
-      o.make_base = [kernels = c.kernels](const std::string& device, std::string* why) -> std::unique_ptr<Backend> {
-        BackendChoice base;
-        base.kind = device == "cuda" ? BackendChoice::Kind::kCuda : BackendChoice::Kind::kHost;
-        base.kernels = kernels;
-        return make_backend(base, why);
+      o.make_base = [kernels = c.kernels](const std::string& device, std::string* why) {
+        return make_harness_backend(device == "cuda" ? NativeDevice::Kind::kCuda : NativeDevice::Kind::kHost, kernels,
+                                    why);
       };
       return make_python_backend(o, error);
     }
@@ -74,6 +72,14 @@ std::unique_ptr<Backend> make_backend(const BackendChoice& choice, std::string* 
   }
   if (error) *error = "unresolved backend choice";
   return nullptr;
+}
+
+std::unique_ptr<Backend> make_harness_backend(NativeDevice::Kind device, const KernelPolicy& kernels,
+                                              std::string* error) {
+  BackendChoice c;
+  c.kind = device == NativeDevice::Kind::kCuda ? BackendChoice::Kind::kCuda : BackendChoice::Kind::kHost;
+  c.kernels = kernels;
+  return make_backend(c, error);
 }
 
 }  // namespace mla

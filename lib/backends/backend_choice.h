@@ -40,4 +40,10 @@ std::unique_ptr<Backend> make_backend(const BackendChoice& choice, std::string* 
 // auto resolved to what make_backend would create (cuda or host); other kinds unchanged.
 BackendChoice resolve_auto(const BackendChoice& choice);
 
+// The harness's own backend of a device (host or cuda, the latter following `kernels`): a Python
+// adapter's base, which runs the operations the adapter lacks under adapter_fallback. nullptr with
+// *error set when it cannot be made.
+std::unique_ptr<Backend> make_harness_backend(NativeDevice::Kind device, const KernelPolicy& kernels,
+                                              std::string* error);
+
 }  // namespace mla

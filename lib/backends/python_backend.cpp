@@ -139,7 +139,15 @@ class PythonBackend final : public ForwardingBackend {
   }
 
   BackendInfo info() const override { return info_; }
-  std::vector<std::string> take_notes() override { return std::exchange(notes_, {}); }
+  // The backend's notes and the glue's (invalid indices given as the adapter's declared invalid_index).
+  std::vector<std::string> take_notes() override {
+    try {
+      for (auto n : glue_.attr("take_notes")()) note(n.cast<std::string>());
+    } catch (py::error_already_set& e) {
+      note(py::str(e.value()).cast<std::string>());
+    }
+    return std::exchange(notes_, {});
+  }
   // An error here cannot be returned; it is noted, and the check's own operations still run.
   void begin_check(const std::string& scenario, const std::string& check) override {
     try {

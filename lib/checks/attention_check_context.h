@@ -11,14 +11,14 @@
 
 namespace mla {
 
-struct AttentionCheckContext {
-  Backend& backend;
-  const Scenario& scenario;
-  const Batch& batch;
-  Injection injection = Injection::kNone;
-  const CacheData& cache;
+// The cache-path context (a CheckContext, so the cache-path helpers take it as it is) plus the
+// attention data.
+struct AttentionCheckContext : CheckContext {
   const AttentionData& data;
-  CheckHooks hooks = {};
+
+  AttentionCheckContext(Backend& backend, const Scenario& scenario, const Batch& batch, Injection injection,
+                        const CacheData& cache, const AttentionData& data, CheckHooks hooks = {})
+      : CheckContext{backend, scenario, batch, injection, cache, hooks}, data(data) {}
 };
 
 std::vector<CheckResult> run_sparse_mqa_check(const AttentionCheckContext& ctx);

@@ -12,6 +12,9 @@
 #include "lib/checks/buffer_set.h"
 #include "lib/checks/attention_check_context.h"
 #include "lib/checks/compare.h"
+#include "lib/checks/dcp_parts.h"
+#include "lib/dcp/merge_tree.h"
+#include "lib/dcp/shard.h"
 #include "lib/pipeline/attention_call.h"
 #include "lib/pipeline/forward_pipeline.h"
 #include "lib/pipeline/sparse_mqa_plan.h"
@@ -149,15 +152,6 @@ Tolerance with_merges(Tolerance t, int64_t merges) {
   return t;
 }
 
-CheckResult skip(const std::string& id, const std::string& check, const std::string& why) {
-  CheckResult r;
-  r.id = id;
-  r.check = check;
-  r.verdict = Verdict::kSkip;
-  r.reason = why;
-  return r;
-}
-
 }  // namespace
 
 ForwardConfig forward_config(const AttentionCheckContext& ctx) {
@@ -281,7 +275,7 @@ std::vector<CheckResult> run_sparse_mqa_check(const AttentionCheckContext& ctx) 
   for (const bool split : {true, false}) {
     out.push_back(hooked_check(ctx.hooks, split ? "sparse_mqa/split" : "sparse_mqa/unsplit", "sparse_mqa", [&] {
       if (split && column_blocks < 2)
-        return skip("", "", "top-k " + std::to_string(K) + " is a single 64-column block: nothing to split");
+        return skipped_check("", "", "top-k " + std::to_string(K) + " is a single 64-column block: nothing to split");
       prepare();
       const int32_t target = split ? static_cast<int32_t>(std::min<int64_t>(T * column_blocks, INT32_MAX)) : 1;
       BufferSet bufs(ctx.backend);
@@ -328,7 +322,7 @@ std::vector<CheckResult> run_dense_mha_check(const AttentionCheckContext& ctx) {
       }
       const int64_t tq = std::accumulate(q_lens.begin(), q_lens.end(), int64_t{0});
       const int64_t tk = std::accumulate(k_lens.begin(), k_lens.end(), int64_t{0});
-      if (tk == 0) return skip("", "", "no keys: the batch has no cached context");
+      if (tk == 0) return skipped_check("", "", "no keys: the batch has no cached context");
       // Inputs distributed as the dense route sees them (docs/semantics.md §8's data): queries uniform in
       // [-1, 1]; K/V the up-projection W kv_c of a latent ~ N(0, 0.1^2) with weights ~ N(0, 0.1^2),
       // i.e. ~ N(0, (0.1 * 0.1 * sqrt(512))^2); RoPE keys as the cache's, ~ N(0, 0.5^2).
@@ -469,9 +463,9 @@ std::vector<CheckResult> run_forward_check(const AttentionCheckContext& ctx) {
 std::vector<CheckResult> run_equivalence_check(const AttentionCheckContext& ctx) {
   const Batch& b = ctx.batch;
   if (const std::string why = no_dense_route(b, ctx.data.topk); !why.empty())
-    return {skip("equivalence", "equivalence", why)};
+    return {skipped_check("equivalence", "equivalence", why)};
   if (const std::string why = pinned_picks_differ_from_dense(ctx); !why.empty())
-    return {skip("equivalence", "equivalence", why)};
+    return {skipped_check("equivalence", "equivalence", why)};
   // Prefill rows of the forced-sparse run against the dense run, two ways (docs/semantics.md §4.3).
   const int64_t first = b.num_decode_tokens;
   const int64_t width = int64_t{ctx.data.heads} * kDv;
@@ -527,124 +521,104 @@ std::vector<CheckResult> run_equivalence_check(const AttentionCheckContext& ctx)
   return out;
 }
 
+DcpPartial dcp_rank_partial(const AttentionCheckContext& ctx, BufferSet& bufs, int32_t world, int32_t rank) {
+  const Batch& b = ctx.batch;
+  const int32_t H = ctx.data.heads, K = ctx.data.topk;
+  const int64_t T = b.num_tokens;
+  const LatentQuery q = latent_query(ctx.data, T);
+  const DcpShard shard = build_dcp_shard(b, ctx.cache, world, rank, ctx.scenario.attention.dcp_interleave);
+  // The backend converts this rank's indices and attends over its shard.
+  ConvertParams c;
+  c.req_id = bufs.input(b.req_id_per_token);
+  c.num_tokens = T;
+  c.indices = bufs.input(ctx.data.topk_pos);
+  c.indices_rows = T;
+  c.topk = K;
+  c.indices_row_stride = K;
+  set_block_table(shard.layout, bufs.input(shard.layout.block_table), c);
+  c.block_size = b.layout.block_size;
+  GuardedBuffer& local_slots = bufs.output<int32_t>(static_cast<size_t>(T) * K, kPoisonByte);
+  c.out = local_slots.as<int32_t>();
+  c.out_row_stride = K;
+  c.dcp_world_size = world;
+  c.dcp_rank = rank;
+  c.dcp_interleave = ctx.scenario.attention.dcp_interleave;
+  must(ctx.backend.convert(c));
+  std::vector<int32_t> rank_slots;
+  must(ctx.backend.synchronize());
+  must(local_slots.download(rank_slots));
+  SparseRun run = run_sparse_kernel(ctx.backend, bufs, q, T, H, rank_slots, K, shard.cache, shard.layout,
+                                    static_cast<float>(ctx.scenario.model.scale), 264);
+  DcpPartial p;
+  p.out_lat = std::move(run.out_lat);
+  p.lse = std::move(run.lse);
+  return p;
+}
+
+DcpPartial simulate_dcp(const AttentionCheckContext& ctx, BufferSet& bufs, int32_t world) {
+  const int64_t rows = ctx.batch.num_tokens * ctx.data.heads;
+  std::vector<GuardedBuffer*> rank_out, rank_lse;  // each rank's (out, lse), merged below
+  for (int32_t rank = 0; rank < world; ++rank) {
+    const DcpPartial part = dcp_rank_partial(ctx, bufs, world, rank);
+    rank_out.push_back(&bufs.in_out(part.out_lat));
+    rank_lse.push_back(&bufs.in_out(part.lse));
+  }
+  std::vector<bf16_t*> outs;
+  std::vector<float*> lses;
+  for (size_t r = 0; r < rank_out.size(); ++r) {
+    outs.push_back(rank_out[r]->as<bf16_t>());
+    lses.push_back(rank_lse[r]->as<float>());
+  }
+  must(merge_dcp_partials(ctx.backend, outs, lses, rows));
+  must(ctx.backend.synchronize());
+  DcpPartial merged;
+  must(rank_out.front()->download(merged.out_lat));
+  must(rank_lse.front()->download(merged.lse));
+  return merged;
+}
+
+CheckResult judge_dcp_result(const AttentionCheckContext& ctx, int32_t world, const DcpPartial& merged,
+                             const BufferSet* audit) {
+  const Batch& b = ctx.batch;
+  const int32_t H = ctx.data.heads, K = ctx.data.topk, B = b.layout.block_size;
+  const int64_t T = b.num_tokens;
+  const LatentQuery q = latent_query(ctx.data, T);
+  // Single rank: the reference over the whole cache.
+  ref::ConvertInputs in;
+  in.req_id = b.req_id_per_token;
+  in.indices = ctx.data.topk_pos;
+  in.topk = K;
+  in.block_table = reference_block_table(b.layout);
+  in.block_size = B;
+  const ref::AttentionResult single = ref::sparse_mqa(q.both, H, ref::convert(in).out, K, ctx.cache.ref_cache,
+                                                      reference_geometry(b.layout), ctx.scenario.model.scale);
+  const AttentionTolerances& tol = ctx.scenario.attention.tolerances;
+  DumpSink* dump = ctx.hooks.dump;
+  dump_array(dump, "q_nope_lat", DumpRole::kInput, "absorbed query, bf16 bits", {T, H, kDc}, q.nope);
+  dump_array(dump, "q_pe", DumpRole::kInput, "rotary query, bf16 bits", {T, H, kDr}, q.pe);
+  dump_array(dump, "topk_positions", DumpRole::kInput, "request-local positions each token attends to", {T, K},
+             ctx.data.topk_pos);
+  dump_param(dump, "dcp_world_size", world);
+  dump_param(dump, "dcp_interleave", ctx.scenario.attention.dcp_interleave);
+  dump_array(dump, "out_lat", DumpRole::kOutput, "the ranks' results merged, bf16 bits", {T, H, kDc}, merged.out_lat);
+  dump_array(dump, "lse", DumpRole::kOutput, "the merged LSE", {T, H}, merged.lse);
+  dump_array(dump, "out_lat", DumpRole::kReference, "the reference over the whole cache on one rank", {T, H, kDc}, single.out);
+  dump_array(dump, "lse", DumpRole::kReference, "the single rank's LSE", {T, H}, single.lse);
+  CheckResult r;
+  r.metrics = compare_out_and_lse(single.out, widen_bf16(merged.out_lat), tol.dcp, single.lse, widen_f32(merged.lse),
+                                  tol.sparse_lse);
+  if (audit != nullptr) audit->audit(r.metrics);
+  r.metrics.extra["ranks"] = world;
+  finalize(r);
+  return r;
+}
+
 std::vector<CheckResult> run_dcp_check(const AttentionCheckContext& ctx) {
-  const int32_t W = ctx.scenario.attention.dcp_world_size, I = ctx.scenario.attention.dcp_interleave;
+  const int32_t W = ctx.scenario.attention.dcp_world_size;
   return {hooked_check(ctx.hooks, "dcp/" + std::to_string(W) + "_ranks", "dcp", [&] {
-    const Batch& b = ctx.batch;
-    const int32_t H = ctx.data.heads, K = ctx.data.topk, B = b.layout.block_size;
-    const int64_t T = b.num_tokens;
-    const LatentQuery q = latent_query(ctx.data, T);
     BufferSet bufs(ctx.backend);
-    std::vector<GuardedBuffer*> rank_out, rank_lse;  // each rank's (out, lse), merged below
-    for (int32_t rank = 0; rank < W; ++rank) {
-      // The rank's own cache shard: each request's owned positions at their local positions, in a
-      // pool and block table of its own.
-      PagedLayout shard;
-      shard.num_reqs = b.num_reqs;
-      int32_t width = 1;
-      for (int32_t len : b.seq_lens) width = std::max<int32_t>(width, static_cast<int32_t>((len / W + I + B - 1) / B + 1));
-      shard.block_table_width = width;
-      shard.block_table_stride = width;
-      shard.block_table.assign(static_cast<size_t>(shard.num_reqs) * width, -1);
-      int32_t next = 0;
-      for (int32_t r = 0; r < b.num_reqs; ++r)
-        for (int32_t c = 0; c < width; ++c) shard.block_table[static_cast<size_t>(r) * width + c] = next++;
-      shard.num_blocks = next;
-      shard.block_size = B;
-      shard.page_stride_bytes = int64_t{B} * DsMlaEntry::kBytes;
-      std::vector<uint16_t> kv, pe;
-      std::vector<int64_t> slots;
-      for (int32_t r = 0; r < b.num_reqs; ++r)
-        for (int64_t p = 0; p < b.seq_lens[static_cast<size_t>(r)]; ++p) {
-          if (ref::dcp_owner(p, W, I) != rank) continue;
-          const int64_t row = cached_row(b, r, p);
-          kv.insert(kv.end(), &ctx.cache.kv_c[row * kDc], &ctx.cache.kv_c[(row + 1) * kDc]);
-          pe.insert(pe.end(), &ctx.cache.k_pe[row * kDr], &ctx.cache.k_pe[(row + 1) * kDr]);
-          const int64_t lp = ref::dcp_local_position(p, W, I);
-          slots.push_back(shard.slot(r, lp));
-        }
-      std::vector<uint8_t> cache(static_cast<size_t>(shard.cache_bytes()), kUnusedCacheByte);
-      ref::pack(kv, pe, slots, reference_geometry(shard), cache);
-
-      // The backend converts this rank's indices and attends over its shard.
-      ConvertParams c;
-      c.req_id = bufs.input(b.req_id_per_token);
-      c.num_tokens = T;
-      c.indices = bufs.input(ctx.data.topk_pos);
-      c.indices_rows = T;
-      c.topk = K;
-      c.indices_row_stride = K;
-      set_block_table(shard, bufs.input(shard.block_table), c);
-      c.block_size = B;
-      GuardedBuffer& local_slots = bufs.output<int32_t>(static_cast<size_t>(T) * K, kPoisonByte);
-      c.out = local_slots.as<int32_t>();
-      c.out_row_stride = K;
-      c.dcp_world_size = W;
-      c.dcp_rank = rank;
-      c.dcp_interleave = I;
-      must(ctx.backend.convert(c));
-      std::vector<int32_t> rank_slots;
-      must(ctx.backend.synchronize());
-      must(local_slots.download(rank_slots));
-      const SparseRun run = run_sparse_kernel(ctx.backend, bufs, q, T, H, rank_slots, K, cache, shard,
-                                              static_cast<float>(ctx.scenario.model.scale), 264);
-      rank_out.push_back(&bufs.in_out(run.out_lat));
-      rank_lse.push_back(&bufs.in_out(run.lse));
-    }
-    // The ranks' results merged with the backend's pairwise LSE merge in a balanced tree (rank i
-    // absorbs rank i + s for s = 1, 2, 4, ...): every output goes through ceil(log2 W) bf16
-    // roundings. Folding the ranks one after another instead put up to W - 1 roundings on the
-    // first rank's share, which at W >= 16 exceeded the tolerance for reasons of the check alone.
-    for (int32_t s = 1; s < W; s *= 2) {
-      for (int32_t i = 0; i + s < W; i += 2 * s) {
-        MergeParams m;
-        m.out_a = rank_out[static_cast<size_t>(i)]->as<bf16_t>();
-        m.lse_a = rank_lse[static_cast<size_t>(i)]->as<float>();
-        m.out_b = rank_out[static_cast<size_t>(i + s)]->as<bf16_t>();
-        m.lse_b = rank_lse[static_cast<size_t>(i + s)]->as<float>();
-        m.out = rank_out[static_cast<size_t>(i)]->as<bf16_t>();
-        m.lse = rank_lse[static_cast<size_t>(i)]->as<float>();
-        m.rows = T * H;
-        m.width = kDc;
-        must(ctx.backend.merge(m));
-      }
-    }
-    GuardedBuffer* out_buf = rank_out.front();
-    GuardedBuffer* lse_buf = rank_lse.front();
-    must(ctx.backend.synchronize());
-    std::vector<uint16_t> got_out;
-    std::vector<float> got_lse;
-    must(out_buf->download(got_out));
-    must(lse_buf->download(got_lse));
-
-    // Single rank: the reference over the whole cache.
-    ref::ConvertInputs in;
-    in.req_id = b.req_id_per_token;
-    in.indices = ctx.data.topk_pos;
-    in.topk = K;
-    in.block_table = reference_block_table(b.layout);
-    in.block_size = B;
-    const ref::AttentionResult single = ref::sparse_mqa(q.both, H, ref::convert(in).out, K, ctx.cache.ref_cache,
-                                                        reference_geometry(b.layout), ctx.scenario.model.scale);
-    const AttentionTolerances& tol = ctx.scenario.attention.tolerances;
-    DumpSink* dump = ctx.hooks.dump;
-    dump_array(dump, "q_nope_lat", DumpRole::kInput, "absorbed query, bf16 bits", {T, H, kDc}, q.nope);
-    dump_array(dump, "q_pe", DumpRole::kInput, "rotary query, bf16 bits", {T, H, kDr}, q.pe);
-    dump_array(dump, "topk_positions", DumpRole::kInput, "request-local positions each token attends to", {T, K},
-               ctx.data.topk_pos);
-    dump_param(dump, "dcp_world_size", W);
-    dump_param(dump, "dcp_interleave", I);
-    dump_array(dump, "out_lat", DumpRole::kOutput, "the ranks' results merged, bf16 bits", {T, H, kDc}, got_out);
-    dump_array(dump, "lse", DumpRole::kOutput, "the merged LSE", {T, H}, got_lse);
-    dump_array(dump, "out_lat", DumpRole::kReference, "the reference over the whole cache on one rank", {T, H, kDc}, single.out);
-    dump_array(dump, "lse", DumpRole::kReference, "the single rank's LSE", {T, H}, single.lse);
-    CheckResult r;
-    r.metrics = compare_out_and_lse(single.out, widen_bf16(got_out), tol.dcp, single.lse, widen_f32(got_lse),
-                                    tol.sparse_lse);
-    bufs.audit(r.metrics);
-    r.metrics.extra["ranks"] = W;
-    finalize(r);
-    return r;
+    const DcpPartial merged = simulate_dcp(ctx, bufs, W);
+    return judge_dcp_result(ctx, W, merged, &bufs);
   })};
 }
 

@@ -171,13 +171,7 @@ std::vector<CheckResult> run_convert_checks(const CheckContext& ctx) {
       }));
     }
   }
-  if (out.empty()) {
-    CheckResult r;
-    r.id = r.check = "convert";
-    r.verdict = Verdict::kSkip;
-    r.reason = "the scenario has no convert case";
-    out.push_back(r);
-  }
+  if (out.empty()) out.push_back(skipped_check("convert", "convert", "the scenario has no convert case"));
   return out;
 }
 

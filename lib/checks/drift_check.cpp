@@ -118,11 +118,7 @@ CheckResult layer_result(bool sparse, int32_t layer, const RouteLayer& rl, const
 std::vector<CheckResult> run_drift_check(const AttentionCheckContext& ctx) {
   const Batch& b = ctx.batch;
   if (const std::string why = no_dense_route(b, ctx.data.topk); !why.empty()) {
-    CheckResult r;
-    r.id = r.check = "drift";
-    r.verdict = Verdict::kSkip;
-    r.reason = why;
-    return {r};
+    return {skipped_check("drift", "drift", why)};
   }
   const Scenario& s = ctx.scenario;
   const int32_t L = s.attention.drift_layers, H = ctx.data.heads;

@@ -63,11 +63,8 @@ std::vector<CheckResult> run_gather_checks(const CheckContext& ctx) {
   for (const auto& g : ctx.batch.gathers)
     out.push_back(hooked_check(ctx.hooks, "gather/" + g.name, "gather", [&] { return gather_one(ctx, g); }));
   if (out.empty()) {
-    CheckResult r;
-    r.id = r.check = "gather";
-    r.verdict = Verdict::kSkip;
-    r.reason = "the scenario has no gather case (no explicit case and no request with cached context)";
-    out.push_back(r);
+    out.push_back(skipped_check("gather", "gather",
+                                "the scenario has no gather case (no explicit case and no request with cached context)"));
   }
   return out;
 }

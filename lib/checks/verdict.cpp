@@ -38,6 +38,15 @@ Verdict verdict_from_metrics(const Metrics& m) {
   return Verdict::kPass;
 }
 
+CheckResult skipped_check(const std::string& id, const std::string& check, const std::string& reason) {
+  CheckResult r;
+  r.id = id;
+  r.check = check;
+  r.verdict = Verdict::kSkip;
+  r.reason = reason;
+  return r;
+}
+
 void finalize(CheckResult& r) {
   const Metrics& m = r.metrics;
   r.verdict = verdict_from_metrics(m);

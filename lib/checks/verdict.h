@@ -53,6 +53,9 @@ struct CheckResult {
   std::vector<std::string> notes;  // what the reader should know beside the verdict (the backend's notes)
 };
 
+// A SKIP result with its id, check kind and the reason.
+CheckResult skipped_check(const std::string& id, const std::string& check, const std::string& reason);
+
 // Verdict from the metrics of one comparison: OOB beats NONFINITE beats FAIL. For exact checks
 // (bit_exact set) any difference is FAIL, NaN included (docs/report-format.md).
 Verdict verdict_from_metrics(const Metrics& m);

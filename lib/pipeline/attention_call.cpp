@@ -53,6 +53,12 @@ DenseMhaParams dense_mha_params(const DenseMhaCall& c) {
   return p;
 }
 
+MergeParams merge_in_place_params(bf16_t* out, float* lse, const bf16_t* out_b, const float* lse_b, int64_t rows,
+                                  int32_t width) {
+  // In MergeParams' member order: part a, part b, the result (over part a), rows, width.
+  return MergeParams{out, lse, out_b, lse_b, out, lse, rows, width};
+}
+
 std::vector<int32_t> prefix_sums(const std::vector<int32_t>& lens) {
   std::vector<int32_t> cu(lens.size() + 1, 0);
   std::partial_sum(lens.begin(), lens.end(), cu.begin() + 1);

@@ -1,7 +1,7 @@
 // The one place the attention params are assembled from the harness's token-major layouts:
 // queries, keys and values contiguous per token ([tokens, heads, width]), top-k indices
-// [tokens, topk], per-request lengths as prefix sums. The checks, the forward step and mla-bench
-// describe a call by what it works on; the strides and counts follow from that here.
+// [tokens, topk], per-request lengths as prefix sums. The checks, the forward step, the dcp merge
+// tree and mla-bench describe a call by what it works on; the strides and counts follow from that here.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +47,11 @@ struct DenseMhaCall {
   float* lse = nullptr;            // [total_q, heads]
 };
 DenseMhaParams dense_mha_params(const DenseMhaCall& c);
+
+// The LSE merge (docs/semantics.md §4.2) of part b into part a, in place: out and lse [rows, width]
+// hold part a and receive the merged result.
+MergeParams merge_in_place_params(bf16_t* out, float* lse, const bf16_t* out_b, const float* lse_b, int64_t rows,
+                                  int32_t width);
 
 // Prefix sums [0, l0, l0 + l1, ...] of per-request lengths.
 std::vector<int32_t> prefix_sums(const std::vector<int32_t>& lens);

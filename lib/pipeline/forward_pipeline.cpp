@@ -150,16 +150,7 @@ int64_t run_dense(Backend& be, BufferSet& bufs, const Batch& b, const AttentionD
     const bf16_t* ctx_rows = gather_rows(be, bufs, b, dev, nd, c.lens, starts);
     const UpProjected kv = up_project(be, bufs, ctx_rows, kDl, c.rows, H, dev.w_uk, dev.w_uv);
     dense_attention(be, bufs, q_lens, c.lens, q_nope, q_pe, kv, ctx_rows + kDc, kDl, H, false, cfg.scale, out_c, lse_c);
-    MergeParams m;
-    m.out_a = out;
-    m.lse_a = lse;
-    m.out_b = out_c;
-    m.lse_b = lse_c;
-    m.out = out;
-    m.lse = lse;
-    m.rows = tp * H;
-    m.width = kDv;
-    must(be.merge(m));
+    must(be.merge(merge_in_place_params(out, lse, out_c, lse_c, tp * H, kDv)));
     ++chunks;
   }
   return chunks;

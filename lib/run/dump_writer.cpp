@@ -6,6 +6,7 @@
 #include <fstream>
 #include <system_error>
 
+#include "lib/run/hash.h"
 #include "lib/run/npy.h"
 
 namespace mla {
@@ -14,14 +15,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-// FNV-1a over the bytes: with the type and shape, the key of files written once.
-uint64_t fnv1a(const void* data, size_t bytes) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
 
 std::string mib(int64_t bytes) {
   char buf[32];
@@ -84,7 +77,7 @@ void DirectoryDump::array(const DumpArray& a) {
   json entry{{"name", a.name}, {"role", to_string(a.role)}, {"what", a.what}, {"element", a.element},
              {"dtype", a.npy_dtype}, {"shape", a.shape}, {"bytes", a.bytes}};
   const bool shared = a.bytes >= kDumpSharedMinBytes;
-  const std::string key = shared ? a.npy_dtype + json(a.shape).dump() + ":" + std::to_string(fnv1a(a.data, a.bytes)) : "";
+  const std::string key = shared ? a.npy_dtype + json(a.shape).dump() + ":" + std::to_string(fnv1a64(a.data, a.bytes)) : "";
   if (auto it = files_by_content_.find(key); shared && it != files_by_content_.end()) {
     entry["file"] = it->second;
     entry["same_as_earlier"] = true;

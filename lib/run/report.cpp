@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <map>
 
@@ -92,13 +93,15 @@ json check_to_json(const CheckResult& c) {
 json scenario_to_json_value(const ScenarioResult& s) {
   json checks = json::array();
   for (const auto& c : s.checks) checks.push_back(check_to_json(c));
-  return {{"name", s.name},
-          {"file", s.file},
-          {"verdict", to_string(s.verdict)},
-          {"error", s.error.empty() ? json(nullptr) : json(s.error)},
-          {"repro", s.repro},
-          {"duration_s", s.duration_s},
-          {"checks", checks}};
+  json j = {{"name", s.name},
+            {"file", s.file},
+            {"verdict", to_string(s.verdict)},
+            {"error", s.error.empty() ? json(nullptr) : json(s.error)},
+            {"repro", s.repro},
+            {"duration_s", s.duration_s},
+            {"checks", checks}};
+  if (!s.cuda_visible_devices.empty()) j["cuda_visible_devices"] = s.cuda_visible_devices;
+  return j;
 }
 
 }  // namespace
@@ -147,6 +150,18 @@ ScenarioCounts count_scenarios(const RunReport& r) {
   return n;
 }
 
+std::string utc_now_iso8601() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string hostname() {
+  char buf[256] = {0};
+  return ::gethostname(buf, sizeof buf - 1) == 0 ? buf : "unknown";
+}
+
 std::string report_to_json(const RunReport& r) {
   const Provenance& p = r.provenance;
   json scenarios = json::array();
@@ -189,6 +204,9 @@ std::string report_to_json(const RunReport& r) {
         {"skipped_by_reason", counts.skipped_by_reason}}},
       {"scenarios", scenarios},
   };
+  if (p.shard)
+    j["provenance"]["shard"] = {{"index", p.shard->index}, {"count", p.shard->count}, {"selection", p.shard->selection},
+                                {"costs", p.shard->costs}};
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 

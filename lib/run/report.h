@@ -32,6 +32,15 @@ struct Provenance {
   double duration_s = 0.0;
   std::string injection;   // empty: none
   std::optional<uint64_t> seed_override;
+  // --shard I/N: which part of which selection this run holds (scripts/merge_reports.py joins the
+  // shards' reports and checks them against `selection`).
+  struct Shard {
+    int index = 1;                       // 1 .. count
+    int count = 1;
+    std::vector<std::string> selection;  // every selected scenario's name, in the suite's order
+    std::string costs;                   // the report whose durations balanced the shards; "" for none
+  };
+  std::optional<Shard> shard;
 };
 
 struct RunReport {
@@ -56,6 +65,11 @@ ScenarioCounts count_scenarios(const RunReport& r);
 // A skip reason's group: TAG for "tagged TAG: ..." (e.g. "gpu-only"), else the reason up to its
 // first ": "; "no reason given" for an empty one.
 std::string skip_group(const std::string& reason);
+
+// The provenance's clock and host: now as ISO 8601 UTC ("2025-01-01T12:00:00Z"), and this
+// machine's host name ("unknown" when it has none).
+std::string utc_now_iso8601();
+std::string hostname();
 
 std::string report_to_json(const RunReport& r);
 Status write_report_atomic(const std::string& path, const RunReport& r);

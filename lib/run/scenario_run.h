@@ -22,6 +22,9 @@ struct ScenarioResult {
   std::string repro;   // a command line that runs this scenario alone
   double duration_s = 0.0;
   std::vector<CheckResult> checks;
+  // CUDA_VISIBLE_DEVICES of the scenario's process when the suite runner spread the scenarios
+  // over several GPUs (SuiteOptions::devices); empty otherwise.
+  std::string cuda_visible_devices;
 };
 
 // on_check, when set, sees every check result as soon as it exists (the suite runner streams

@@ -1,5 +1,6 @@
 #include "lib/run/suite_runner.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -7,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lib/dcp/launch_env.h"
 #include "lib/run/suite_runner_children.h"
 
 namespace mla {
@@ -24,6 +26,7 @@ BackendProbe probe_in_process(const BackendChoice& choice) {
   p.info = b->info();
   p.on_gpu = b->native_device().kind == NativeDevice::Kind::kCuda;
   if (const auto free = b->free_memory()) p.free_memory = *free;
+  if (p.on_gpu) p.device_count = cuda_device_count();
   p.ok = true;
   return p;
 }
@@ -40,6 +43,7 @@ BackendProbe probe_backend(const BackendChoice& choice, bool isolate) {
                             {"resolved", to_string(p.resolved)},
                             {"on_gpu", p.on_gpu},
                             {"free_memory", p.free_memory ? nlohmann::json(*p.free_memory) : nlohmann::json()},
+                            {"device_count", p.device_count},
                             {"info", backend_info_to_json(p.info)}}
                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       },
@@ -59,6 +63,7 @@ BackendProbe probe_backend(const BackendChoice& choice, bool isolate) {
     p.info = backend_info_from_json(j.at("info"));
     p.on_gpu = j.at("on_gpu").get<bool>();
     if (j.at("free_memory").is_number_unsigned()) p.free_memory = j.at("free_memory").get<uint64_t>();
+    p.device_count = j.at("device_count").get<int>();
   } catch (const std::exception& e) {
     p.ok = false;
     p.error = std::string("probing the backend failed: unreadable answer: ") + e.what();
@@ -85,9 +90,12 @@ ScenarioResult run_here(const SuiteOptions& opt, const Scenario& s,
 }
 
 // The body of a scenario's child: streams "check JSON" lines as checks finish and one
-// "result JSON" line at the end.
-ChildBody scenario_child(const SuiteOptions& opt, const Scenario& s) {
-  return [&opt, &s](const ChildEmit& emit) {
+// "result JSON" line at the end. `device`, when not empty, is its CUDA_VISIBLE_DEVICES, set
+// before its backend (and CUDA) exists.
+ChildBody scenario_child(const SuiteOptions& opt, const Scenario& s, const std::string& device) {
+  return [&opt, &s, device](const ChildEmit& emit) {
+    set_multicast_off();
+    if (!device.empty()) ::setenv("CUDA_VISIBLE_DEVICES", device.c_str(), 1);
     ScenarioResult result;
     try {
       result = run_here(opt, s, [&](const CheckResult& check) { emit("check " + check_result_to_json(check)); });
@@ -147,14 +155,23 @@ std::vector<ScenarioResult> run_suite(const SuiteOptions& opt) {
   // Scenarios start in suite order as slots free up; each result goes to its scenario's place.
   // Leaving early (an exception from a callback) kills the children still running (~ChildPool).
   ChildPool pool(opt.jobs);
+  std::vector<bool> slot_busy(std::max<size_t>(opt.jobs, 1), false);
+  std::vector<size_t> slot_of(n, 0);
   size_t next = 0;
   while (next < n || !pool.idle()) {
     for (; next < n && !pool.full(); ++next) {
       if (opt.on_start) opt.on_start(next, n, opt.scenarios[next]);
-      pool.start(next, scenario_child(opt, opt.scenarios[next]), opt.timeout_s);
+      const size_t slot = static_cast<size_t>(std::find(slot_busy.begin(), slot_busy.end(), false) - slot_busy.begin());
+      slot_busy[slot] = true;
+      slot_of[next] = slot;
+      pool.start(next, scenario_child(opt, opt.scenarios[next], device_for_slot(opt.devices, slot)), opt.timeout_s);
     }
-    for (const ChildPool::Finished& f : pool.wait_any())
-      finish(f.tag, result_from_child(opt.scenarios[f.tag], f.outcome));
+    for (const ChildPool::Finished& f : pool.wait_any()) {
+      slot_busy[slot_of[f.tag]] = false;
+      ScenarioResult r = result_from_child(opt.scenarios[f.tag], f.outcome);
+      r.cuda_visible_devices = device_for_slot(opt.devices, slot_of[f.tag]);
+      finish(f.tag, std::move(r));
+    }
   }
   return out;
 }

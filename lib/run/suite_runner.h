@@ -26,6 +26,7 @@ struct BackendProbe {
   BackendInfo info;        // of the backend that will run
   bool on_gpu = false;     // its memory and operations are on a CUDA device
   std::optional<uint64_t> free_memory;  // Backend::free_memory() as the probe's backend saw it
+  int device_count = 0;     // CUDA devices the probe's process sees (on_gpu only): what --jobs spreads over
   std::string error;       // why the requested backend cannot run
 };
 
@@ -42,6 +43,12 @@ struct SuiteOptions {
   // Scenario processes at once, with isolation (0 counts as 1). Without isolation scenarios
   // always run one at a time (mla-check refuses --no-isolate with --jobs other than 1).
   size_t jobs = 1;
+  // With isolation: the CUDA_VISIBLE_DEVICES each scenario process gets, by the slot it runs in
+  // (device_for_slot: slot % devices.size(); a slot is the lowest one free when the scenario
+  // starts, so at most ceil(jobs / devices) processes share a GPU). Empty: the processes inherit
+  // this process's environment. Every scenario process also gets NVLink multicast off
+  // (lib/dcp/launch_env.h).
+  std::vector<std::string> devices;
   std::string repro_prefix;         // e.g. "build/bin/mla-check --backend host"
   // When set, each scenario's process makes its backend with this instead of from `backend`
   // (an embedding program's own backend, or a test's).

@@ -16,6 +16,15 @@
 
 namespace mla {
 
+void die_with_parent(pid_t parent) {
+#ifdef __linux__
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(5);  // it died before prctl()
+#else
+  (void)parent;
+#endif
+}
+
 namespace {
 
 // A child that has closed its pipe but not yet exited (e.g. while the driver tears down its CUDA
@@ -36,14 +45,8 @@ void write_all(int fd, const std::string& s) {
 
 // The child side: never returns.
 [[noreturn]] void child_main(const ChildBody& body, int write_fd, pid_t parent) {
-#ifdef __linux__
-  // Die with the parent (killed mla-check must not leave scenarios running); re-check the parent
-  // in case it died before prctl().
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) ::_exit(5);
-#else
-  (void)parent;
-#endif
+  // A killed mla-check must not leave scenarios running.
+  die_with_parent(parent);
   int code = 0;
   try {
     body([&](const std::string& line) { write_all(write_fd, line + "\n"); });

@@ -17,6 +17,9 @@
 
 namespace mla {
 
+// In a forked child: SIGKILLed when `parent` dies (Linux); _exit(5) at once when it already has.
+void die_with_parent(pid_t parent);
+
 using ChildEmit = std::function<void(const std::string& line)>;
 using ChildBody = std::function<void(const ChildEmit& emit)>;
 

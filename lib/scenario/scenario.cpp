@@ -13,6 +13,7 @@
 #include <cmath>
 #include <filesystem>
 #include <initializer_list>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <set>
@@ -25,6 +26,7 @@
 #include "lib/batch/batch_spec.h"
 #include "lib/batch/rng.h"
 #include "lib/scenario/input_file.h"
+#include "lib/scenario/enum_names.h"
 #include "lib/scenario/json_keys.h"
 #include "lib/scenario/json_schema.h"
 
@@ -34,55 +36,25 @@ using nlohmann::json;
 
 // --- Enumerations -------------------------------------------------------------------------------
 
-const char* to_string(PageOrder o) {
-  switch (o) {
-    case PageOrder::kContiguous: return "contiguous";
-    case PageOrder::kShuffled: return "shuffled";
-    case PageOrder::kReversed: return "reversed";
-  }
-  return "?";
-}
+constexpr EnumName<PageOrder> kPageOrderNames[] = {
+    {PageOrder::kContiguous, "contiguous"}, {PageOrder::kShuffled, "shuffled"}, {PageOrder::kReversed, "reversed"}};
 
-std::optional<PageOrder> page_order_from_string(const std::string& s) {
-  if (s == "contiguous") return PageOrder::kContiguous;
-  if (s == "shuffled") return PageOrder::kShuffled;
-  if (s == "reversed") return PageOrder::kReversed;
-  return std::nullopt;
-}
+const char* to_string(PageOrder o) { return enum_name(kPageOrderNames, o); }
+std::optional<PageOrder> page_order_from_string(const std::string& s) { return enum_from_name(kPageOrderNames, s); }
 
-const char* to_string(CheckKind k) {
-  switch (k) {
-    case CheckKind::kPack: return "pack";
-    case CheckKind::kGather: return "gather";
-    case CheckKind::kConvert: return "convert";
-    case CheckKind::kLayout: return "layout";
-    case CheckKind::kSparseMqa: return "sparse_mqa";
-    case CheckKind::kDenseMha: return "dense_mha";
-    case CheckKind::kForward: return "forward";
-    case CheckKind::kEquivalence: return "equivalence";
-    case CheckKind::kDcp: return "dcp";
-    case CheckKind::kDeterminism: return "determinism";
-    case CheckKind::kDrift: return "drift";
-    case CheckKind::kMerge: return "merge";
-  }
-  return "?";
-}
+// In enum order (check_kind_names lists them so).
+constexpr EnumName<CheckKind> kCheckKindNames[] = {
+    {CheckKind::kPack, "pack"},           {CheckKind::kGather, "gather"},
+    {CheckKind::kConvert, "convert"},     {CheckKind::kLayout, "layout"},
+    {CheckKind::kSparseMqa, "sparse_mqa"}, {CheckKind::kDenseMha, "dense_mha"},
+    {CheckKind::kForward, "forward"},     {CheckKind::kEquivalence, "equivalence"},
+    {CheckKind::kDcp, "dcp"},             {CheckKind::kDeterminism, "determinism"},
+    {CheckKind::kDrift, "drift"},         {CheckKind::kMerge, "merge"},
+};
+static_assert(std::size(kCheckKindNames) == static_cast<std::size_t>(kLastCheckKind) + 1, "every check kind named");
 
-std::optional<CheckKind> check_kind_from_string(const std::string& s) {
-  if (s == "pack") return CheckKind::kPack;
-  if (s == "gather") return CheckKind::kGather;
-  if (s == "convert") return CheckKind::kConvert;
-  if (s == "layout") return CheckKind::kLayout;
-  if (s == "sparse_mqa") return CheckKind::kSparseMqa;
-  if (s == "dense_mha") return CheckKind::kDenseMha;
-  if (s == "forward") return CheckKind::kForward;
-  if (s == "equivalence") return CheckKind::kEquivalence;
-  if (s == "dcp") return CheckKind::kDcp;
-  if (s == "determinism") return CheckKind::kDeterminism;
-  if (s == "drift") return CheckKind::kDrift;
-  if (s == "merge") return CheckKind::kMerge;
-  return std::nullopt;
-}
+const char* to_string(CheckKind k) { return enum_name(kCheckKindNames, k); }
+std::optional<CheckKind> check_kind_from_string(const std::string& s) { return enum_from_name(kCheckKindNames, s); }
 
 bool is_attention_check(CheckKind k) {
   return k == CheckKind::kSparseMqa || k == CheckKind::kDenseMha || k == CheckKind::kForward ||

@@ -95,6 +95,12 @@ def adapter(name):
 
 # ---- the cases: id -> function(tmp_path) -> Run ---------------------------------------------------
 
+def _index_declaration(t, op, value):
+    """An adapter of `op` declaring SUPPORTS[op]['invalid_index'] = value (Python source)."""
+    text = f'DEVICE = "cpu"\nSUPPORTS = {{"{op}": {{"invalid_index": {value}}}}}\n\n\ndef {op}(**_):\n    pass\n'
+    return check("--backend", "python:" + write(t, "bad_index.py", text), "--scenario", SHIPPED)
+
+
 def _dup_names(t):
     return check("--backend", "host", "--scenario", write(t, "a.json", scenario_text("same")),
                  "--scenario", write(t, "b.json", scenario_text("same")))
@@ -221,6 +227,9 @@ CASES = {
     "adapter-import-fails": lambda t: check("--backend", adapter("bad_import_error.py"), "--scenario", SHIPPED),
     "adapter-exits-on-import": lambda t: check("--backend", adapter("bad_sys_exit.py"), "--scenario", SHIPPED),
     "adapter-wrong-supports": lambda t: check("--backend", adapter("bad_supports.py"), "--scenario", SHIPPED),
+    "adapter-invalid-index-not-an-int": lambda t: _index_declaration(t, "sparse_mqa", '"-1"'),
+    "adapter-invalid-index-a-slot": lambda t: _index_declaration(t, "sparse_mqa", "0"),
+    "adapter-invalid-index-other-op": lambda t: _index_declaration(t, "convert", "-1"),
     "adapter-wrong-signature": lambda t: check("--backend", adapter("bad_signature.py"), "--scenario", SHIPPED),
     "adapter-returns-wrong-shape": lambda t: check("--backend", adapter("bad_returns.py"), "--scenario", SHIPPED,
                                                    "-q", env={"MLA_BAD_RETURN": "shape"}),

@@ -6,6 +6,7 @@ CTest when mla-bench is built); a few tests run small benchmarks on the host bac
 import itertools
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -116,7 +117,7 @@ def test_bad_sweep_files_exit_2_naming_the_field(tmp_path, text, where, problem)
     ('{"schema": 1, "name": "", "pack": {"tokens": [1]}}', "/name", "expected a non-empty string"),
     ('{' + SCHEMA + ', "repetition": 3, "pack": {"tokens": [1]}}', "/repetition",
      'unknown key "repetition" (did you mean "repetitions"?); allowed here: schema, name, description, seed, '
-     'repetitions, min_time_s, host, pack, gather, convert, attention'),
+     'repetitions, min_time_s, host, pack, gather, convert, dcp, attention'),
     ('{' + SCHEMA + ', "a/b~": 3, "pack": {"tokens": [1]}}', "/a~1b~0", 'unknown key "a/b~"'),
     ('{' + SCHEMA + ', "repetitions": 0, "pack": {"tokens": [1]}}', "/repetitions", "value 0 is outside [1, 1000]"),
     ('{' + SCHEMA + ', "repetitions": 2.0, "pack": {"tokens": [1]}}', "/repetitions",
@@ -468,3 +469,63 @@ def test_the_export_is_what_the_counters_count(tmp_path):
     assert [(s["params"]["block_size"], s["bytes"]) for s in packs] == [(64, 300 * 1816), (61, 300 * 1816)]
     converts = [s for s in doc["shapes"] if s["op"] == "convert"]
     assert [(s["items"], s["bytes"]) for s in converts] == [(16 * 128, 16 * 128 * 8 + 16 * 8)]
+
+
+# ---- an adapter that lacks gemm ---------------------------------------------------------------
+
+SPARSE_ONLY = Path(__file__).resolve().parents[1] / "adapters" / "sparse_mqa_only.py"
+
+# One shape of each kind: sparse MQA (the adapter's one operation), dense MHA, a forward step
+# (needs gemm) and a pack (the cache path), small enough for the host.
+LACKING = {
+    "schema": 1, "name": "lacking", "repetitions": 1, "min_time_s": 0.001,
+    "pack": {"tokens": [256]},
+    "attention": {
+        "sparse_mqa": {"block_size": 64, "shapes": [{"batch": [2], "query_tokens": [1], "heads": [16],
+                                                     "topk": [128], "seq_len": [256]}]},
+        "dense_mha": {"shapes": [{"heads": [2], "tokens": [50], "requests": [1]}]},
+        "forward": {"batches": [{"name": "mixed", "heads": [16], "topk": [128], "seq_lens": [32, 40, 48, 56],
+                                 "query_lens": [1, 1, 5, 5]}]}},
+}
+
+
+def test_an_adapter_without_gemm_is_timed_against_the_harness_gemm_ceiling(tmp_path):
+    """The GEMM ceiling is the device's: an adapter without gemm (and without --adapter-fallback)
+    has it measured by the harness's own backend of its device, named in the context; its sparse
+    MQA is timed against it, and the shapes of the operations it lacks are skipped with the reason."""
+    sweep = write_sweep(tmp_path, LACKING)
+    out = tmp_path / "bench.json"
+    r = subprocess.run([BIN, "--backend", f"python:{SPARSE_ONLY}", "--sweep", str(sweep), f"--benchmark_out={out}",
+                        "--benchmark_out_format=json"], capture_output=True, text=True, timeout=300)
+    if "no Python backend" in r.stderr:
+        pytest.skip("this build has no Python adapter backend")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    ctx = doc["context"]
+    assert ctx["mla_backend"] == "python" and ctx["mla_backend_adapter_operations"] == "sparse_mqa"
+    assert ctx["mla_gemm_ceiling_backend"] == "host"
+    assert float(ctx["mla_gemm_flops_per_second"]) > 0
+    assert "on the harness's own host backend" in ctx["mla_gemm_method"], ctx["mla_gemm_method"]
+    assert float(ctx["mla_copy_bw_bytes_per_second"]) > 0
+    rows = {e["run_name"]: e for e in doc["benchmarks"]}
+    assert sorted(rows) == sorted(s["run_name"] for s in shapes("--sweep", sweep)["shapes"])
+    for name, row in rows.items():
+        op = name.split("/")[0]
+        if op == "sparse_mqa":
+            assert not row.get("error_occurred"), row
+            assert row["pct_of_gemm_rate"] > 0, row
+        else:  # pack and dense_mha lack their own operation; the forward step, one of those it calls
+            lacking = op if op != "forward" else "(pack|gather|convert|gemm|dense_mha|merge)"
+            assert row.get("error_occurred"), row
+            assert re.match(rf"unsupported: the adapter .* has no {lacking} operation", row["error_message"]), row
+
+
+def test_the_harness_backends_measure_their_own_gemm_ceiling(tmp_path):
+    sweep = write_sweep(tmp_path, {k: v for k, v in LACKING.items() if k != "pack"})
+    out = tmp_path / "bench.json"
+    r = run("--sweep", str(sweep), "--benchmark_filter=^sparse_mqa/", f"--benchmark_out={out}",
+            "--benchmark_out_format=json")
+    assert r.returncode == 0, r.stderr
+    ctx = json.loads(out.read_text())["context"]
+    assert ctx["mla_gemm_ceiling_backend"] == "host"
+    assert "on the harness's own" not in ctx["mla_gemm_method"], ctx["mla_gemm_method"]

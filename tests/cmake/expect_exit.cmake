@@ -1,6 +1,8 @@
 # Runs the command after "--" and passes when it exits with EXPECTED_EXIT (e.g. 1: mla-check caught a
-# failure), printing its output either way. Usage:
-#   cmake -DEXPECTED_EXIT=N -P expect_exit.cmake -- COMMAND ARGS...
+# failure), printing its output either way. With REPORT and REPORT_MATCHES, the file REPORT (which the
+# command writes; removed before it runs) must also match the regular expression REPORT_MATCHES.
+# Usage:
+#   cmake -DEXPECTED_EXIT=N [-DREPORT=FILE -DREPORT_MATCHES=REGEX] -P expect_exit.cmake -- COMMAND ARGS...
 cmake_policy(SET CMP0007 NEW)  # lists keep empty elements (dropped below on purpose)
 set(_command)
 set(_collect OFF)
@@ -12,8 +14,20 @@ foreach(_i RANGE ${CMAKE_ARGC})
   endif()
 endforeach()
 list(FILTER _command EXCLUDE REGEX "^$")
+if(DEFINED REPORT)
+  file(REMOVE "${REPORT}")
+endif()
 execute_process(COMMAND ${_command} RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
 message("${_out}${_err}")
 if(NOT "${_rc}" STREQUAL "${EXPECTED_EXIT}")
   message(FATAL_ERROR "exit ${_rc}, expected ${EXPECTED_EXIT}: ${_command}")
+endif()
+if(DEFINED REPORT_MATCHES)
+  if(NOT EXISTS "${REPORT}")
+    message(FATAL_ERROR "no report ${REPORT}: ${_command}")
+  endif()
+  file(READ "${REPORT}" _report)
+  if(NOT _report MATCHES "${REPORT_MATCHES}")
+    message(FATAL_ERROR "${REPORT} does not match '${REPORT_MATCHES}': ${_command}")
+  endif()
 endif()

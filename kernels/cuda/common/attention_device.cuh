@@ -21,6 +21,8 @@
 
 #include <cstdint>
 
+#include "kernels/common/bf16.h"
+
 namespace mla::attn_dev {
 
 inline constexpr unsigned kFullMask = 0xFFFFFFFFu;
@@ -105,5 +107,36 @@ __device__ __forceinline__ float exp_ref(float m) { return m == -INFINITY ? 0.0f
 
 __device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
+
+// --- The `simple` kernels' softmax step (dense_mha_simple.cu, sparse_mqa_simple.cu) --------------
+
+// The row max after a tile and the factor exp(m_old - m_new) (raise_row_max).
+struct RowMaxStep {
+  float m;
+  float factor;
+};
+
+// One row of a 64-column tile, the whole warp: lane takes columns lane and lane + 32 (v0 / v1:
+// whether they are valid; an invalid score counts as -inf). Raises the row max m_old to the tile
+// max, overwrites the scores with the fp32 p = exp(s - m_new) (0 where invalid) and writes
+// bf16_rne(p) widened to prob. m_old is read after the warp's max reduction.
+__device__ __forceinline__ RowMaxStep softmax_tile_row(float* score, float* prob, const float& m_old, bool v0, bool v1,
+                                                       int lane) {
+  const float s0 = v0 ? score[lane] : -INFINITY;
+  const float s1 = v1 ? score[lane + 32] : -INFINITY;
+  float tmax = fmaxf(fmaxf(-INFINITY, s0), s1);
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) tmax = fmaxf(tmax, __shfl_xor_sync(kFullMask, tmax, o));
+  float m = m_old;
+  const float factor = raise_row_max(m, tmax);
+  const float ref = exp_ref(m);
+  const float p0 = v0 ? expf(s0 - ref) : 0.0f;
+  const float p1 = v1 ? expf(s1 - ref) : 0.0f;
+  score[lane] = p0;
+  score[lane + 32] = p1;
+  prob[lane] = bf16_to_f32(static_cast<bf16_t>(pack_bf16x2(p0, 0.0f) & 0xFFFFu));
+  prob[lane + 32] = bf16_to_f32(static_cast<bf16_t>(pack_bf16x2(p1, 0.0f) & 0xFFFFu));
+  return {m, factor};
+}
 
 }  // namespace mla::attn_dev

@@ -3,19 +3,15 @@
 #include "kernels/cuda/dense_mha/dense_mha_launcher.h"
 
 #include <algorithm>
-#include <climits>
 #include <cstdint>
 #include <string>
 
 #include "kernels/cuda/common/cuda_check.h"
 #include "kernels/cuda/common/device_io.cuh"
+#include "kernels/cuda/common/launch_limits.h"
 #include "kernels/cuda/dense_mha/dense_item_order.h"
 #include "kernels/cuda/dense_mha/dense_mha_config.h"
 #include "kernels/cuda/dense_mha/dense_mha_impls.h"
-
-#if !defined(MLA_HAVE_WGMMA)
-#define MLA_HAVE_WGMMA 0
-#endif
 
 namespace mla {
 namespace {
@@ -63,7 +59,7 @@ bool inputs_aligned(const DenseMhaParams& p) {
 
 Status chosen(DenseMhaImpl requested, bool aligned, bool out_aligned16, int device, DenseMhaImpl* runs) {
   int optin = 0;
-  MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  MLA_RETURN_IF_ERROR(smem_optin(device, &optin));
   const char* no_wgmma = nullptr;
   *runs = choose_impl(requested, aligned, out_aligned16, device, optin, &no_wgmma);
   return Status();
@@ -84,8 +80,7 @@ Status launch_dense_mha(const DenseMhaParams& p, const KernelPolicy& policy, cud
   }
 
   int device = 0, optin = 0;
-  MLA_CUDA_CHECK(cudaGetDevice(&device));
-  MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  MLA_RETURN_IF_ERROR(current_device_smem_optin(&device, &optin));
 
   DenseArgs args{};
   args.q_nope = p.q_nope;
@@ -120,9 +115,7 @@ Status launch_dense_mha(const DenseMhaParams& p, const KernelPolicy& policy, cud
                                                         : dense_dev::kSimpleRows;
   const int64_t q_tiles = (max_q + rows_per_cta - 1) / rows_per_cta;
   const int64_t blocks = q_tiles * p.num_reqs;
-  if (blocks > INT_MAX) {
-    return Status::error("launch_dense_mha: " + std::to_string(blocks) + " CTAs exceed the grid's x limit");
-  }
+  MLA_RETURN_IF_ERROR(require_grid_x("launch_dense_mha", blocks));
   args.q_tiles = static_cast<int32_t>(q_tiles);
   args.num_reqs = p.num_reqs;
   args.tail_heads = 0;
@@ -146,11 +139,7 @@ Status launch_dense_mha(const DenseMhaParams& p, const KernelPolicy& policy, cud
   } else if (runs == DenseMhaImpl::kTc) {
     MLA_RETURN_IF_ERROR(dense_tc::launch(args, grid, stream));
   } else {
-    const int smem = dense_simple::smem_bytes();
-    if (optin < smem) {
-      return Status::error("launch_dense_mha: the device allows " + std::to_string(optin) +
-                           " bytes of shared memory per block; the simple kernel needs " + std::to_string(smem));
-    }
+    MLA_RETURN_IF_ERROR(require_simple_smem("launch_dense_mha", optin, dense_simple::smem_bytes()));
     MLA_RETURN_IF_ERROR(dense_simple::launch(args, grid, stream));
   }
   return Status();

@@ -18,7 +18,7 @@
 
 #include "kernels/common/bf16.h"
 #include "kernels/cuda/common/attention_device.cuh"
-#include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/kernel_launch.cuh"
 #include "kernels/cuda/dense_mha/dense_mha_device.cuh"
 #include "kernels/cuda/dense_mha/dense_mha_impls.h"
 
@@ -126,21 +126,8 @@ __global__ void __launch_bounds__(kSimpleThreads) dense_mha_simple_kernel(const 
     for (int rr = 0; rr < 2; ++rr) {
       const int row = 2 * warp + rr;
       const int64_t vis = sm.vis[row];
-      const bool v0 = c0 + lane < vis, v1 = c0 + lane + 32 < vis;
-      const float s0 = v0 ? sm.score[row][lane] : -INFINITY;
-      const float s1 = v1 ? sm.score[row][lane + 32] : -INFINITY;
-      float tmax = fmaxf(fmaxf(-INFINITY, s0), s1);
-#pragma unroll
-      for (int o = 16; o > 0; o /= 2) tmax = fmaxf(tmax, __shfl_xor_sync(kFullMask, tmax, o));
-      float m = sm.m[row];
-      const float factor = attn_dev::raise_row_max(m, tmax);
-      const float ref = attn_dev::exp_ref(m);
-      const float p0 = v0 ? expf(s0 - ref) : 0.0f;
-      const float p1 = v1 ? expf(s1 - ref) : 0.0f;
-      sm.score[row][lane] = p0;
-      sm.score[row][lane + 32] = p1;
-      sm.prob[row][lane] = bf16_to_f32(static_cast<bf16_t>(attn_dev::pack_bf16x2(p0, 0.0f) & 0xFFFFu));
-      sm.prob[row][lane + 32] = bf16_to_f32(static_cast<bf16_t>(attn_dev::pack_bf16x2(p1, 0.0f) & 0xFFFFu));
+      const auto [m, factor] =
+          attn_dev::softmax_tile_row(sm.score[row], sm.prob[row], sm.m[row], c0 + lane < vis, c0 + lane + 32 < vis, lane);
       __syncwarp();
       if (lane == 0) {
         float l = sm.l[row];
@@ -191,11 +178,8 @@ namespace dense_simple {
 int smem_bytes() { return static_cast<int>(sizeof(SimpleSmem)); }
 
 Status launch(const DenseArgs& args, dim3 grid, cudaStream_t stream) {
-  const int smem = smem_bytes();
-  MLA_CUDA_CHECK(cudaFuncSetAttribute(dense_mha_simple_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  dense_mha_simple_kernel<<<grid, kSimpleThreads, smem, stream>>>(args);
-  MLA_CUDA_CHECK_LAUNCH("dense_mha_simple_kernel");
-  return Status();
+  return launch_with_smem(dense_mha_simple_kernel, "dense_mha_simple_kernel", grid, kSimpleThreads, smem_bytes(), stream,
+                          args);
 }
 
 }  // namespace dense_simple

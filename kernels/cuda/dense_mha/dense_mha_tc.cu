@@ -20,7 +20,7 @@
 
 #include "kernels/common/bf16.h"
 #include "kernels/cuda/common/attention_device.cuh"
-#include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/kernel_launch.cuh"
 #include "kernels/cuda/dense_mha/dense_mha_device.cuh"
 #include "kernels/cuda/dense_mha/dense_mha_impls.h"
 
@@ -259,10 +259,7 @@ namespace dense_tc {
 int smem_bytes() { return kSmemTcBytes; }
 
 Status launch(const DenseArgs& args, dim3 grid, cudaStream_t stream) {
-  MLA_CUDA_CHECK(cudaFuncSetAttribute(dense_mha_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemTcBytes));
-  dense_mha_tc_kernel<<<grid, kTcThreads, kSmemTcBytes, stream>>>(args);
-  MLA_CUDA_CHECK_LAUNCH("dense_mha_tc_kernel");
-  return Status();
+  return launch_with_smem(dense_mha_tc_kernel, "dense_mha_tc_kernel", grid, kTcThreads, kSmemTcBytes, stream, args);
 }
 
 }  // namespace dense_tc

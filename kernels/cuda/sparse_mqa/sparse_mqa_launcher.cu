@@ -2,19 +2,15 @@
 // (sparse_mqa_impls.h), the kernels' argument block and grid, then the combine step.
 #include "kernels/cuda/sparse_mqa/sparse_mqa_launcher.h"
 
-#include <climits>
 #include <cstdint>
 #include <string>
 
 #include "kernels/cuda/common/cuda_check.h"
 #include "kernels/cuda/common/device_io.cuh"
+#include "kernels/cuda/common/launch_limits.h"
 #include "kernels/cuda/sparse_mqa/sparse_mqa_config.h"
 #include "kernels/cuda/sparse_mqa/sparse_mqa_device.cuh"
 #include "kernels/cuda/sparse_mqa/sparse_mqa_impls.h"
-
-#if !defined(MLA_HAVE_WGMMA)
-#define MLA_HAVE_WGMMA 0
-#endif
 
 namespace mla {
 namespace {
@@ -56,7 +52,7 @@ bool inputs_aligned(const SparseMqaParams& p) {
 
 Status chosen(SparseMqaImpl requested, bool aligned, int32_t num_heads, int device, SparseMqaImpl* runs) {
   int optin = 0;
-  MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  MLA_RETURN_IF_ERROR(smem_optin(device, &optin));
   *runs = choose_impl(requested, aligned, device, optin, num_heads);
   return Status();
 }
@@ -94,8 +90,7 @@ Status launch_sparse_mqa(const SparseMqaParams& p, SparseMqaImpl requested, cuda
 
   if (md.num_items > 0) {
     int device = 0, optin = 0;
-    MLA_CUDA_CHECK(cudaGetDevice(&device));
-    MLA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    MLA_RETURN_IF_ERROR(current_device_smem_optin(&device, &optin));
     const SparseMqaImpl runs = choose_impl(requested, inputs_aligned(p), device, optin, p.num_heads);
     const int heads_per_cta = runs == SparseMqaImpl::kCrossover ? sparse_dev::kCrossoverHeads
                               : runs == SparseMqaImpl::kWgmma   ? sparse_dev::kWgmmaHeads
@@ -103,9 +98,7 @@ Status launch_sparse_mqa(const SparseMqaParams& p, SparseMqaImpl requested, cuda
                                                                 : sparse_dev::kSimpleHeads;
     args.head_groups = (p.num_heads + heads_per_cta - 1) / heads_per_cta;
     const int64_t blocks = static_cast<int64_t>(md.num_items) * args.head_groups;
-    if (blocks > INT_MAX) {
-      return Status::error("launch_sparse_mqa: " + std::to_string(blocks) + " CTAs exceed the grid's x limit");
-    }
+    MLA_RETURN_IF_ERROR(require_grid_x("launch_sparse_mqa", blocks));
     const dim3 grid(static_cast<unsigned>(blocks));
     if (runs == SparseMqaImpl::kCrossover) {
 #if MLA_HAVE_WGMMA
@@ -118,11 +111,7 @@ Status launch_sparse_mqa(const SparseMqaParams& p, SparseMqaImpl requested, cuda
     } else if (runs == SparseMqaImpl::kTc) {
       MLA_RETURN_IF_ERROR(sparse_tc::launch(args, grid, stream));
     } else {
-      const int smem = sparse_simple::smem_bytes();
-      if (optin < smem) {
-        return Status::error("launch_sparse_mqa: the device allows " + std::to_string(optin) +
-                             " bytes of shared memory per block; the simple kernel needs " + std::to_string(smem));
-      }
+      MLA_RETURN_IF_ERROR(require_simple_smem("launch_sparse_mqa", optin, sparse_simple::smem_bytes()));
       MLA_RETURN_IF_ERROR(sparse_simple::launch(args, grid, cache_aligned(p), stream));
     }
   }

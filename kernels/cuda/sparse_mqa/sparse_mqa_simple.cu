@@ -27,8 +27,8 @@
 #include "kernels/common/bf16.h"
 #include "kernels/common/ds_mla_entry.h"
 #include "kernels/cuda/common/attention_device.cuh"
-#include "kernels/cuda/common/cuda_check.h"
 #include "kernels/cuda/common/device_io.cuh"
+#include "kernels/cuda/common/kernel_launch.cuh"
 #include "kernels/cuda/sparse_mqa/sparse_mqa_device.cuh"
 #include "kernels/cuda/sparse_mqa/sparse_mqa_impls.h"
 
@@ -136,21 +136,8 @@ __global__ void __launch_bounds__(kSimpleThreads) sparse_mqa_simple_kernel(const
     // Softmax: warp w does rows 2w, 2w + 1; lanes take columns lane and lane + 32.
     for (int rr = 0; rr < 2; ++rr) {
       const int r = 2 * warp + rr;
-      const bool v0 = sm.valid[lane] != 0, v1 = sm.valid[lane + 32] != 0;
-      const float s0 = v0 ? sm.score[r][lane] : -INFINITY;
-      const float s1 = v1 ? sm.score[r][lane + 32] : -INFINITY;
-      float tmax = fmaxf(fmaxf(-INFINITY, s0), s1);
-#pragma unroll
-      for (int o = 16; o > 0; o /= 2) tmax = fmaxf(tmax, __shfl_xor_sync(kFullMask, tmax, o));
-      float m = sm.m[r];
-      const float factor = attn_dev::raise_row_max(m, tmax);
-      const float ref = attn_dev::exp_ref(m);
-      const float p0 = v0 ? expf(s0 - ref) : 0.0f;
-      const float p1 = v1 ? expf(s1 - ref) : 0.0f;
-      sm.score[r][lane] = p0;
-      sm.score[r][lane + 32] = p1;
-      sm.prob[r][lane] = bf16_to_f32(static_cast<bf16_t>(attn_dev::pack_bf16x2(p0, 0.0f) & 0xFFFFu));
-      sm.prob[r][lane + 32] = bf16_to_f32(static_cast<bf16_t>(attn_dev::pack_bf16x2(p1, 0.0f) & 0xFFFFu));
+      const auto [m, factor] = attn_dev::softmax_tile_row(sm.score[r], sm.prob[r], sm.m[r], sm.valid[lane] != 0,
+                                                          sm.valid[lane + 32] != 0, lane);
       __syncwarp();
       if (lane == 0) {
         float l = sm.l[r];
@@ -229,16 +216,8 @@ namespace sparse_simple {
 int smem_bytes() { return static_cast<int>(sizeof(SimpleSmem)); }
 
 Status launch(const SparseArgs& a, dim3 grid, bool cache_vec, cudaStream_t stream) {
-  const int smem = smem_bytes();
-  if (cache_vec) {
-    MLA_CUDA_CHECK(cudaFuncSetAttribute(sparse_mqa_simple_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    sparse_mqa_simple_kernel<true><<<grid, kSimpleThreads, smem, stream>>>(a);
-  } else {
-    MLA_CUDA_CHECK(cudaFuncSetAttribute(sparse_mqa_simple_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    sparse_mqa_simple_kernel<false><<<grid, kSimpleThreads, smem, stream>>>(a);
-  }
-  MLA_CUDA_CHECK_LAUNCH("sparse_mqa_simple_kernel");
-  return Status();
+  return launch_with_smem(cache_vec ? sparse_mqa_simple_kernel<true> : sparse_mqa_simple_kernel<false>,
+                          "sparse_mqa_simple_kernel", grid, kSimpleThreads, smem_bytes(), stream, a);
 }
 
 }  // namespace sparse_simple

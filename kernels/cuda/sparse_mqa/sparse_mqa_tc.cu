@@ -33,7 +33,7 @@
 #include "kernels/common/bf16.h"
 #include "kernels/common/ds_mla_entry.h"
 #include "kernels/cuda/common/attention_device.cuh"
-#include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/kernel_launch.cuh"
 #include "kernels/cuda/sparse_mqa/sparse_mqa_device.cuh"
 #include "kernels/cuda/sparse_mqa/sparse_mqa_impls.h"
 
@@ -317,10 +317,7 @@ namespace sparse_tc {
 int smem_bytes() { return kSmemTcBytes; }
 
 Status launch(const SparseArgs& a, dim3 grid, cudaStream_t stream) {
-  MLA_CUDA_CHECK(cudaFuncSetAttribute(sparse_mqa_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemTcBytes));
-  sparse_mqa_tc_kernel<<<grid, kTcThreads, kSmemTcBytes, stream>>>(a);
-  MLA_CUDA_CHECK_LAUNCH("sparse_mqa_tc_kernel");
-  return Status();
+  return launch_with_smem(sparse_mqa_tc_kernel, "sparse_mqa_tc_kernel", grid, kTcThreads, kSmemTcBytes, stream, a);
 }
 
 }  // namespace sparse_tc

@@ -53,7 +53,10 @@ CONSTRAINT_KEYS = {
     "topk_multiple": "top-k must be a multiple of this",
     "sm": "the GPU's compute capability (e.g. 90)",
     "page_padding": "whether pages may be padded past block_size * 656 bytes",
+    "invalid_index": "sparse_mqa: the one value the adapter accepts as an invalid index (e.g. -1)",
 }
+# Operations whose indices an adapter may declare invalid_index for (docs/adapters.md).
+INVALID_INDEX_OPS = ("sparse_mqa",)
 DEVICES = ("cuda", "cpu")
 
 
@@ -73,6 +76,11 @@ _device = "cpu"
 _sm = 0
 _torch = None
 _numpy = None
+# (op, how many indices were replaced (an int, or a 0-dim tensor read when the notes are taken, so
+# that no call synchronises the stream), the value they were given as, the pool's slots); the
+# newest _MAX_REPLACED calls, as a tool that never takes notes (mla-bench) calls without end.
+_replaced = []
+_MAX_REPLACED = 256
 
 
 def _fail(problem, function=None):
@@ -118,6 +126,14 @@ def _check_constraints(op, constraints):
                 _fail(f"SUPPORTS[{op!r}]['topk_multiple'] must be an integer >= 1; it is {value!r}")
         elif key == "page_padding" and not isinstance(value, bool):
             _fail(f"SUPPORTS[{op!r}]['page_padding'] must be True or False; it is {value!r}")
+        elif key == "invalid_index":
+            if op not in INVALID_INDEX_OPS:
+                _fail(f"SUPPORTS[{op!r}] declares 'invalid_index', which applies to {', '.join(INVALID_INDEX_OPS)} "
+                      f"only")
+            # A value >= 0 may be a slot of the pool: giving invalid entries as it would read that slot.
+            if not isinstance(value, int) or isinstance(value, bool) or not -2**31 <= value < 0:
+                _fail(f"SUPPORTS[{op!r}]['invalid_index'] must be a negative int32 (the one value the adapter "
+                      f"accepts as an invalid index, e.g. -1); it is {value!r}")
 
 
 def _check_signature(op, fn):
@@ -298,8 +314,43 @@ def call(op, buffers, params, stream):
     return _run(op, fn, buffers, params)
 
 
+def _give_invalid_indices_as(op, arrays, params, value):
+    """A copy of the indices in which every index outside [0, slots of the pool) is `value` (the
+    adapter's declared invalid_index); the harness's buffer is left as it is."""
+    idx = arrays["indices"]
+    slots = int(params["num_blocks"]) * int(params["block_size"])
+    invalid = idx < 0
+    if slots <= 2**31 - 1:  # otherwise no int32 index is past the pool
+        invalid = invalid | (idx >= slots)
+    replaced = invalid & (idx != value)
+    if _device == "cuda":
+        arrays["indices"] = idx.masked_fill(replaced, value)
+        _replaced.append((op, replaced.sum(), value, slots))
+    else:
+        arrays["indices"] = _numpy.where(replaced, _numpy.int32(value), idx).astype(idx.dtype, copy=False)
+        _replaced.append((op, int(replaced.sum()), value, slots))
+    del _replaced[:-_MAX_REPLACED]
+
+
+def take_notes():
+    """The notes of the calls since the last take: how many invalid indices were given as the
+    adapter's declared invalid_index (reads the counts, so it waits for the calls on the GPU)."""
+    pending = list(_replaced)
+    _replaced.clear()  # first: a count that cannot be read (a failed kernel) is reported once
+    notes = []
+    for op, count, value, slots in pending:
+        count = int(count)
+        if count:
+            notes.append(f"{op}: {count} invalid indices (outside [0, {slots}), other than {value}) given as {value} "
+                         f"(the adapter declares invalid_index {value})")
+    return notes
+
+
 def _run(op, fn, buffers, params):
     arrays = {name: _as_array(buf) for name, buf in buffers.items()}
+    invalid_index = getattr(_adapter, "SUPPORTS", {}).get(op, {}).get("invalid_index")
+    if invalid_index is not None:
+        _give_invalid_indices_as(op, arrays, params, invalid_index)
     if op == "sparse_mqa" and arrays.get("q") is None:
         # The parts of the absorbed query are not adjacent in memory: one [T, H, 576] copy.
         parts = (arrays["q_nope"], arrays["q_pe"])

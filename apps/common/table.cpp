@@ -1,4 +1,4 @@
-#include "table.h"
+#include "apps/common/table.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// The human-readable output of mla-check: a table of scenario / check / verdict / key metric /
+// The human-readable output of mla-check and mla-dcp: a table of scenario / check / verdict / key metric /
 // time, and the summary line.
 #pragma once
 

@@ -1,0 +1,42 @@
+# multi_gpu.check.jobs_over_gpus: mla-check --jobs N on a machine with several GPUs gives each
+# scenario process one of them. Passes when the report's scenarios ran on at least two distinct
+# CUDA_VISIBLE_DEVICES values, every scenario on one, and the run passed; prints "SKIPPED: ..."
+# (the test's skip pattern) where mla-check sees fewer than two GPUs. Usage:
+#   cmake -DMLA_CHECK=<mla-check> -DREPORT=<file> -DJOBS=<n> [-DBACKEND=cuda] -P jobs_over_gpus.cmake
+if(NOT BACKEND)
+  set(BACKEND cuda)
+endif()
+execute_process(COMMAND ${MLA_CHECK} --backend ${BACKEND} --jobs ${JOBS} --quiet --exclude-tag gpu-only --filter gather_*
+                        --report ${REPORT}
+                RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
+message("${_out}${_err}")
+if(_err MATCHES "no usable CUDA device|has no CUDA backend")
+  message("SKIPPED: no usable CUDA device")
+  return()
+endif()
+if(NOT _rc EQUAL 0)
+  message(FATAL_ERROR "mla-check exited ${_rc}")
+endif()
+file(READ ${REPORT} _report)
+string(JSON _n LENGTH "${_report}" scenarios)
+math(EXPR _last "${_n} - 1")
+set(_devices)
+set(_without 0)
+foreach(_i RANGE ${_last})
+  string(JSON _d ERROR_VARIABLE _missing GET "${_report}" scenarios ${_i} cuda_visible_devices)
+  if(_missing)
+    math(EXPR _without "${_without} + 1")
+  else()
+    list(APPEND _devices "${_d}")
+  endif()
+endforeach()
+list(REMOVE_DUPLICATES _devices)
+list(LENGTH _devices _distinct)
+if(_distinct EQUAL 0 AND NOT _err MATCHES "over [0-9]+ GPUs")
+  message("SKIPPED: mla-check sees fewer than 2 GPUs (no scenario was given one)")
+  return()
+endif()
+if(_without GREATER 0 OR _distinct LESS 2)
+  message(FATAL_ERROR "${_n} scenarios: ${_without} without a device, devices used: ${_devices}")
+endif()
+message("jobs_over_gpus: ${_n} scenarios over ${_distinct} GPUs (${_devices})")
