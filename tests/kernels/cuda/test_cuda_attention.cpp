@@ -347,6 +347,9 @@ TEST_F(CudaAttentionTest, SparseMqaMatchesHost) {
       {72, 256, 3, 61, 0, 0, 2.0f, "heads-not-multiple-of-64"},
       {128, 2048, 2, 64, 0, 0, 1.0f, "decode-shape"},
       {32, 16384, 2, 64, 0, 0, 0.5f, "topk-16384"},
+      // Paired head groups (crossover) with a last tile of 8 columns: the second CTA's half of it
+      // lies wholly past topk; unaligned q (plain Q loads).
+      {128, 200, 3, 64, 32, 1, 1.0f, "partial-tile-paired-head-groups"},
   };
   Rng rng(98765);
   for (const SparseCase& c : cases) {
