@@ -21,7 +21,6 @@
 #include "lib/checks/buffer_set.h"
 #include "lib/checks/check_context.h"
 #include "lib/pipeline/forward_pipeline.h"
-#include "lib/backends/backend_choice.h"
 #include "lib/backends/forwarding_backend.h"
 #include "lib/batch/rng.h"
 #include "lib/scenario/scenario.h"
@@ -282,7 +281,7 @@ const std::vector<uint8_t>& entry_pool(Backend& b) {
   AttentionState& s = state();
   if (s.entry_pool.empty()) {
     Rng rng = Rng(s.env->sweep.seed).fork(kStreamEntryPool);
-    const Status st = pack_input_entries(b, s.env->kernels, make_latent_rows(kEntryPoolRows, rng), &s.entry_pool);
+    const Status st = pack_input_entries(b, s.env->harness, make_latent_rows(kEntryPoolRows, rng), &s.entry_pool);
     if (!st.ok()) throw std::runtime_error("packing the cache entry pool: " + st.message());
   }
   return s.entry_pool;
@@ -855,18 +854,17 @@ Status time_gemm_ceiling(Backend& backend, DeviceTimer& timer, GemmCeiling* out)
 
 }  // namespace
 
-Status measure_gemm_ceiling(Backend& backend, DeviceTimer& timer, const KernelPolicy& kernels, GemmCeiling* out) {
+Status measure_gemm_ceiling(Backend& backend, DeviceTimer& timer, HarnessBackend& harness, GemmCeiling* out) {
   const Status own = time_gemm_ceiling(backend, timer, out);
   if (!own.is_unsupported()) return own;
   // The ceiling is the device's, not the implementation's: a backend without gemm (an adapter
   // that lacks it) has it measured by the harness's own backend of the same device, the base that
   // --adapter-fallback runs the lacking operations on, with a timer on that backend's stream.
-  std::string why;
-  const std::unique_ptr<Backend> harness = make_harness_backend(backend.native_device().kind, kernels, &why);
-  if (!harness) return Status::error(own.message() + "; the harness's own backend of the device: " + why);
+  Backend* base = nullptr;
+  if (const Status st = harness.get(&base); !st.ok()) return Status::error(own.message() + "; " + st.message());
   std::unique_ptr<DeviceTimer> harness_timer;
-  MLA_RETURN_IF_ERROR(DeviceTimer::create(*harness, &harness_timer));
-  MLA_RETURN_IF_ERROR(time_gemm_ceiling(*harness, *harness_timer, out));
+  MLA_RETURN_IF_ERROR(DeviceTimer::create(*base, &harness_timer));
+  MLA_RETURN_IF_ERROR(time_gemm_ceiling(*base, *harness_timer, out));
   out->method += "; on the harness's own " + out->backend + " backend: " + own.message();
   return Status();
 }

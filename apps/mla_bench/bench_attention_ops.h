@@ -35,6 +35,7 @@
 #include "apps/mla_bench/bench_cache_ops.h"
 #include "apps/mla_bench/bench_inputs.h"
 #include "apps/mla_bench/device_timer.h"
+#include "apps/mla_bench/harness_backend.h"
 #include "apps/mla_bench/sweep.h"
 #include "kernels/backend.h"
 #include "kernels/kernel_policy.h"
@@ -132,8 +133,7 @@ ForwardFlops forward_flops_model(const ForwardBatch& b);
 // Backend::gemm (cuBLAS on CUDA), m = n = k = kGemmCeilingSizeDevice on a GPU
 // (kGemmCeilingSizeHost on the host), 2 m n k / median time of several timed calls after warm-up.
 // It is a property of the device: when `backend` has no gemm (a Python adapter without one), the
-// harness's own backend of the same device (make_harness_backend with `kernels`, the base of
-// --adapter-fallback) measures it, and `backend` names that one.
+// harness's own backend of the same device (`harness`) measures it, and `backend` names that one.
 inline constexpr int64_t kGemmCeilingSizeDevice = 8192;
 inline constexpr int64_t kGemmCeilingSizeHost = 384;
 struct GemmCeiling {
@@ -143,7 +143,7 @@ struct GemmCeiling {
   std::string method;             // one line: how it was measured
   std::string backend;            // the backend whose gemm measured it (BackendInfo::name)
 };
-Status measure_gemm_ceiling(Backend& backend, DeviceTimer& timer, const KernelPolicy& kernels, GemmCeiling* out);
+Status measure_gemm_ceiling(Backend& backend, DeviceTimer& timer, HarnessBackend& harness, GemmCeiling* out);
 
 enum class AttentionOp { kSparse, kDense, kForward, kRoute };
 

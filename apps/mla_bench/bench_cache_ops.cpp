@@ -97,7 +97,7 @@ Status prepare_pack(Backend& b, const CacheShape& shape, std::unique_ptr<Prepare
 Status prepare_gather(Backend& b, const CacheShape& shape, std::unique_ptr<Prepared>* out) {
   BenchState& s = state();
   if (s.entry_pool.empty()) {
-    Status st = pack_input_entries(b, s.env->kernels, latent_pool(), &s.entry_pool);
+    Status st = pack_input_entries(b, s.env->harness, latent_pool(), &s.entry_pool);
     if (!st.ok()) return Status::error("packing the gather entry pool: " + st.message());
   }
   auto p = std::make_unique<PreparedGather>();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "apps/mla_bench/device_timer.h"
+#include "apps/mla_bench/harness_backend.h"
 #include "apps/mla_bench/l2_flush.h"
 #include "apps/mla_bench/roofline.h"
 #include "apps/mla_bench/sweep.h"
@@ -28,9 +29,9 @@ struct BenchEnv {
   L2Flusher* flusher = nullptr;
   Roofline roofline;
   Sweep sweep;
-  // The policy of the harness's own backend of the device, which prepares the inputs (the entry
-  // pools) when `backend` is an adapter that lacks pack.
-  KernelPolicy kernels;
+  // The harness's own backend of the device: prepares the inputs (the entry pools) and measures
+  // the GEMM ceiling when `backend` is an adapter that lacks pack or gemm.
+  HarnessBackend harness;
 };
 
 struct RegisterOptions {

@@ -2,11 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <memory>
 #include <numeric>
 #include <utility>
-
-#include "lib/backends/backend_choice.h"
 
 namespace mla::bench {
 namespace {
@@ -242,14 +239,13 @@ Status pack_entries(Backend& backend, const std::vector<bf16_t>& rows, std::vect
   return pack_rows(backend, rows, slots, /*block_size=*/1, DsMlaEntry::kBytes, entries);
 }
 
-Status pack_input_entries(Backend& backend, const KernelPolicy& kernels, const std::vector<bf16_t>& rows,
+Status pack_input_entries(Backend& backend, HarnessBackend& harness, const std::vector<bf16_t>& rows,
                           std::vector<uint8_t>* entries) {
   const Status own = pack_entries(backend, rows, entries);
   if (!own.is_unsupported()) return own;
-  std::string why;
-  const std::unique_ptr<Backend> harness = make_harness_backend(backend.native_device().kind, kernels, &why);
-  if (!harness) return Status::error(own.message() + "; the harness's own backend of the device: " + why);
-  return pack_entries(*harness, rows, entries);
+  Backend* base = nullptr;
+  if (const Status st = harness.get(&base); !st.ok()) return Status::error(own.message() + "; " + st.message());
+  return pack_entries(*base, rows, entries);
 }
 
 std::vector<uint8_t> assemble_cache(const PagedLayout& layout, int64_t page_stride_bytes,

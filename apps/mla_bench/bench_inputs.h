@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/mla_bench/harness_backend.h"
 #include "kernels/backend.h"
 #include "kernels/common/bf16.h"
 #include "kernels/kernel_policy.h"
@@ -149,10 +150,9 @@ Status pack_rows(Backend& backend, const std::vector<bf16_t>& rows, const std::v
 Status pack_entries(Backend& backend, const std::vector<bf16_t>& rows, std::vector<uint8_t>* entries);
 
 // pack_entries for a benchmark's inputs: on `backend`, or, when it has no pack (an adapter that
-// lacks it), on the harness's own backend of the same device (make_harness_backend with
-// `kernels`, the base of --adapter-fallback). The inputs are prepared, not timed, and pack is
-// exact (docs/semantics.md §1.1), so the entries are those every backend's inputs hold.
-Status pack_input_entries(Backend& backend, const KernelPolicy& kernels, const std::vector<bf16_t>& rows,
+// lacks it), on `harness`. The inputs are prepared, not timed, and pack is exact
+// (docs/semantics.md §1.1), so the entries are those every backend's inputs hold.
+Status pack_input_entries(Backend& backend, HarnessBackend& harness, const std::vector<bf16_t>& rows,
                           std::vector<uint8_t>* entries);
 
 // The cache bytes [num_blocks, page_stride_bytes] of `layout`: every stored position of every

@@ -343,7 +343,7 @@ int run(int argc, char** argv) {
   BenchEnv env;
   env.backend = backend.get();
   env.sweep = sweep;
-  env.kernels = choice.kernels;
+  env.harness = HarnessBackend(backend->native_device().kind, choice.kernels);
   Status st = DeviceTimer::create(*backend, &timer);
   if (st.ok()) st = L2Flusher::create(*backend, timer->stream(), opt.lead_cycles, &flusher);
   if (st.ok()) st = measure_roofline(*backend, *timer, &env.roofline);
@@ -357,7 +357,7 @@ int run(int argc, char** argv) {
   // the harness's own backend of the device measures it for an adapter without gemm).
   GemmCeiling gemm;
   if (sweep.has_attention()) {
-    st = measure_gemm_ceiling(*backend, *timer, choice.kernels, &gemm);
+    st = measure_gemm_ceiling(*backend, *timer, env.harness, &gemm);
     if (!st.ok()) {
       std::fprintf(stderr, "mla-bench: measuring the GEMM ceiling on %s failed: %s\n", info.name.c_str(),
                    st.message().c_str());

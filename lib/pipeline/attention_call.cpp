@@ -55,8 +55,16 @@ DenseMhaParams dense_mha_params(const DenseMhaCall& c) {
 
 MergeParams merge_in_place_params(bf16_t* out, float* lse, const bf16_t* out_b, const float* lse_b, int64_t rows,
                                   int32_t width) {
-  // In MergeParams' member order: part a, part b, the result (over part a), rows, width.
-  return MergeParams{out, lse, out_b, lse_b, out, lse, rows, width};
+  MergeParams m;
+  m.out_a = out;
+  m.lse_a = lse;
+  m.out_b = out_b;
+  m.lse_b = lse_b;
+  m.out = out;  // the result over part a
+  m.lse = lse;
+  m.rows = rows;
+  m.width = width;
+  return m;
 }
 
 std::vector<int32_t> prefix_sums(const std::vector<int32_t>& lens) {

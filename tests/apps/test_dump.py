@@ -8,16 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from built_tools import skip_unless_built
+
 np = pytest.importorskip("numpy")
 
 BIN = os.environ.get("MLA_CHECK_BIN", "build/bin/mla-check")
 INT32_MAX = 2**31 - 1
 
 
-@pytest.fixture(scope="module", autouse=True)
-def binary_exists():
-    if not Path(BIN).exists():
-        pytest.skip(f"mla-check not built at {BIN}")
+binary_exists = skip_unless_built(BIN)
 
 
 def run(*args):

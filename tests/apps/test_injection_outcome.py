@@ -5,17 +5,15 @@ The binary comes from $MLA_CHECK_BIN."""
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
+
+from built_tools import skip_unless_built
 
 BIN = os.environ.get("MLA_CHECK_BIN", "build/bin/mla-check")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def binary_exists():
-    if not Path(BIN).exists():
-        pytest.skip(f"mla-check not built at {BIN}")
+binary_exists = skip_unless_built(BIN)
 
 
 def run(*args):

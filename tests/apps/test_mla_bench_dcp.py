@@ -9,14 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from built_tools import skip_unless_built
+
 BIN = os.environ.get("MLA_BENCH_BIN", "build/bin/mla-bench")
 TINY = Path(__file__).resolve().parent / "sweeps" / "dcp_tiny.json"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def binary_exists():
-    if not Path(BIN).exists():
-        pytest.skip(f"mla-bench not built at {BIN}")
+binary_exists = skip_unless_built(BIN)
 
 
 def run(*args, timeout=300):

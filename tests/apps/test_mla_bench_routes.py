@@ -4,17 +4,15 @@ smallest shapes on the host backend. The binary comes from $MLA_BENCH_BIN (set b
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
+
+from built_tools import skip_unless_built
 
 BIN = os.environ.get("MLA_BENCH_BIN", "build/bin/mla-bench")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def binary_exists():
-    if not Path(BIN).exists():
-        pytest.skip(f"mla-bench not built at {BIN}")
+binary_exists = skip_unless_built(BIN)
 
 
 def run(*args, timeout=120):

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from built_tools import skip_unless_built
+
 BIN = os.environ.get("MLA_CHECK_BIN", "build/bin/mla-check")
 REPO = Path(__file__).resolve().parents[2]
 SMALL = "vllm_mixed_small"  # a shipped scenario with decodes, prefills and cached context
@@ -19,10 +21,7 @@ def run(*args, env=None):
     return subprocess.run([BIN, *args], capture_output=True, text=True, env=e, timeout=600)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def binary_exists():
-    if not Path(BIN).exists():
-        pytest.skip(f"mla-check not built at {BIN}")
+binary_exists = skip_unless_built(BIN)
 
 
 # An adapter whose scenario named HANG hangs, and whose scenario named CRASH crashes (SIGSEGV), when

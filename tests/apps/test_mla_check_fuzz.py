@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from built_tools import skip_unless_built
+
 BIN = os.environ.get("MLA_CHECK_BIN", "build/bin/mla-check")
 
 
@@ -16,10 +18,7 @@ def run(*args, cwd=None):
     return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=900, cwd=cwd)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def binary_exists():
-    if not Path(BIN).exists():
-        pytest.skip(f"mla-check not built at {BIN}")
+binary_exists = skip_unless_built(BIN)
 
 
 @pytest.mark.parametrize("n", ["0", "-1", "abc", "1.5", "", "1000001", "99999999999999999999999"])

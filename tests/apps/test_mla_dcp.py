@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from built_tools import skip_unless_built
+
 BIN = os.environ.get("MLA_DCP_BIN", "build/bin/mla-dcp")
 REPO = Path(__file__).resolve().parents[2]
 UNEVEN = REPO / "tests" / "lib" / "dcp" / "scenarios" / "dcp_uneven_ownership.json"
@@ -26,10 +28,7 @@ LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER
                       "TORCHELASTIC_USE_AGENT_STORE")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def binary_exists():
-    if not Path(BIN).exists():
-        pytest.skip(f"mla-dcp not built at {BIN}")
+binary_exists = skip_unless_built(BIN)
 
 
 def free_port():

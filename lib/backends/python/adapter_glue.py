@@ -76,11 +76,10 @@ _device = "cpu"
 _sm = 0
 _torch = None
 _numpy = None
-# (op, how many indices were replaced (an int, or a 0-dim tensor read when the notes are taken, so
-# that no call synchronises the stream), the value they were given as, the pool's slots); the
-# newest _MAX_REPLACED calls, as a tool that never takes notes (mla-bench) calls without end.
-_replaced = []
-_MAX_REPLACED = 256
+# How many indices were given as the declared invalid_index since the notes were last taken, per
+# (op, value, slots of the pool): an int on the host, a 0-dim device tensor on CUDA (added to on the
+# stream, read only when the notes are taken, so that no call synchronises).
+_replaced = {}
 
 
 def _fail(problem, function=None):
@@ -325,20 +324,21 @@ def _give_invalid_indices_as(op, arrays, params, value):
     replaced = invalid & (idx != value)
     if _device == "cuda":
         arrays["indices"] = idx.masked_fill(replaced, value)
-        _replaced.append((op, replaced.sum(), value, slots))
+        count = replaced.sum()
     else:
         arrays["indices"] = _numpy.where(replaced, _numpy.int32(value), idx).astype(idx.dtype, copy=False)
-        _replaced.append((op, int(replaced.sum()), value, slots))
-    del _replaced[:-_MAX_REPLACED]
+        count = int(replaced.sum())
+    key = (op, value, slots)
+    _replaced[key] = _replaced.get(key, 0) + count
 
 
 def take_notes():
     """The notes of the calls since the last take: how many invalid indices were given as the
     adapter's declared invalid_index (reads the counts, so it waits for the calls on the GPU)."""
-    pending = list(_replaced)
+    pending = dict(_replaced)
     _replaced.clear()  # first: a count that cannot be read (a failed kernel) is reported once
     notes = []
-    for op, count, value, slots in pending:
+    for (op, value, slots), count in pending.items():
         count = int(count)
         if count:
             notes.append(f"{op}: {count} invalid indices (outside [0, {slots}), other than {value}) given as {value} "
