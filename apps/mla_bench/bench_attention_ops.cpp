@@ -333,7 +333,9 @@ Status prepare_sparse(Backend& b, const SparseMqaShape& sh, std::unique_ptr<Prep
   m = packed_sparse_mqa_params(p->q.as<bf16_t>(), T, H, p->indices.as<int32_t>(), K,
                                {p->cache.as<uint8_t>(), layout.num_blocks, B, page_stride}, p->out_lat.as<bf16_t>(),
                                p->lse.as<float>());
-  const SparseMqaPlan plan = plan_sparse_mqa(static_cast<int32_t>(T), K, sparse_target_items(b, H));
+  // A forced split count asks the plan for that many items per token (it clamps to the column blocks).
+  const int32_t target = sh.splits > 0 ? static_cast<int32_t>(T) * sh.splits : sparse_target_items(b, H);
+  const SparseMqaPlan plan = plan_sparse_mqa(static_cast<int32_t>(T), K, target);
   p->plan_buffers = std::make_unique<BufferSet>(b);
   try {
     attach_plan(*p->plan_buffers, plan, m);
@@ -348,7 +350,9 @@ Status prepare_sparse(Backend& b, const SparseMqaShape& sh, std::unique_ptr<Prep
   char frac[32];
   std::snprintf(frac, sizeof frac, "%.3f", static_cast<double>(unique) / static_cast<double>(T * K));
   p->label = "FLOP=2*H*K*1088/token; bytes=656*" + std::to_string(unique) + " distinct entries (" + frac +
-             " of T*K) + (1152+1028)*H/token; " + std::to_string(plan.items.size()) + " work items";
+             " of T*K) + (1152+1028)*H/token; " + std::to_string(plan.items.size()) + " work items (" +
+             std::to_string(plan.items.size() / static_cast<size_t>(std::max<int64_t>(T, 1))) + " per token, " +
+             (sh.splits > 0 ? "forced" : "the plan's choice") + ")";
   *out = std::move(p);
   return Status();
 }
@@ -730,7 +734,8 @@ std::string AttentionShape::name() const {
     case AttentionOp::kSparse:
       return "sparse_mqa/batch:" + std::to_string(sparse.batch) + "/q:" + std::to_string(sparse.query_tokens) +
              "/H:" + std::to_string(sparse.heads) + "/K:" + std::to_string(sparse.topk) +
-             "/seq:" + std::to_string(sparse.seq_len);
+             "/seq:" + std::to_string(sparse.seq_len) +
+             (sparse.splits > 0 ? "/splits:" + std::to_string(sparse.splits) : std::string());
     case AttentionOp::kDense: return dense_mha_name(dense);
     case AttentionOp::kForward:
       return "forward/" + forward.name + "/H:" + std::to_string(forward.heads) + "/K:" + std::to_string(forward.topk);

@@ -48,6 +48,7 @@ json attention_entry(const AttentionShape& s, const Sweep& sweep) {
       const SparseMqaShape& sh = s.sparse;
       e["params"] = {{"block_size", sweep.sparse_block_size}, {"batch", sh.batch}, {"query_tokens", sh.query_tokens},
                      {"heads", sh.heads}, {"topk", sh.topk}, {"seq_len", sh.seq_len}};
+      if (sh.splits > 0) e["params"]["splits"] = sh.splits;
       Rng rng = sparse_mqa_rng(sweep.seed, sh);
       const int64_t distinct = make_sparse_mqa_indices(sh, sweep.sparse_block_size, rng).distinct;
       const int64_t tokens = int64_t{sh.batch} * sh.query_tokens;

@@ -69,7 +69,7 @@ T integer(const json& obj, const char* key, T absent) {
 // duplicates removed, in file order.
 Status parse_sparse_shapes(const json& groups, const std::string& path, int32_t block_size, const std::string& source,
                            std::vector<SparseMqaShape>* out) {
-  std::set<std::tuple<int32_t, int32_t, int32_t, int32_t, int64_t>> seen;
+  std::set<std::tuple<int32_t, int32_t, int32_t, int32_t, int64_t, int32_t>> seen;
   for (size_t i = 0; i < groups.size(); ++i) {
     const json& g = groups[i];
     const std::string gp = path + "/shapes/" + std::to_string(i);
@@ -77,7 +77,8 @@ Status parse_sparse_shapes(const json& groups, const std::string& path, int32_t 
       for (int32_t q : ints<int32_t>(g, "query_tokens"))
         for (int32_t h : ints<int32_t>(g, "heads"))
           for (int32_t k : ints<int32_t>(g, "topk"))
-            for (int64_t l : ints<int64_t>(g, "seq_len")) {
+            for (int64_t l : ints<int64_t>(g, "seq_len"))
+              for (int32_t sp : ints<int32_t>(g, "splits", {0})) {
               if (q > l) {
                 return err(source, gp + "/query_tokens",
                            "query_tokens " + std::to_string(q) + " > seq_len " + std::to_string(l));
@@ -90,8 +91,10 @@ Status parse_sparse_shapes(const json& groups, const std::string& path, int32_t 
               if (int64_t{b} * q * k > INT32_MAX) {
                 return err(source, gp, "batch x query_tokens x topk exceeds INT32_MAX indices");
               }
-              if (!seen.insert({b, q, h, k, l}).second) continue;
-              out->push_back({b, q, h, k, l});
+              // A split count past the top-k's 64-column blocks is clamped by the plan: the same shape.
+              const int32_t splits = std::min<int32_t>(sp, static_cast<int32_t>(ceil_div(k, 64)));
+              if (!seen.insert({b, q, h, k, l, splits}).second) continue;
+              out->push_back({b, q, h, k, l, splits});
             }
   }
   return Status();

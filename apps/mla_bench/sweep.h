@@ -27,6 +27,7 @@ struct SparseMqaShape {
   int32_t heads = 128;
   int32_t topk = 2048;
   int64_t seq_len = 4096;
+  int32_t splits = 0;  // column splits per token forced on the plan (attention sweeps only); 0: the plan's choice
 };
 
 // One dense-MHA launch (varlen): `tokens` query tokens split into `requests` requests of (nearly)
