@@ -46,6 +46,13 @@ struct NativeDevice {
   int compute_capability = 0;   // major * 10 + minor, e.g. 90
 };
 
+// How a backend's sparse_mqa turns a cache value's e4m3 code and its tile's fp32 scale into the bf16
+// key it attends to.
+enum class SparseDequant {
+  kF32Scale,   // docs/semantics.md §1.2: bf16_rne(f32(e4m3) * scale), one fp32 multiply
+  kBf16Scale,  // the scale rounded to bf16 first, the product rounded once to bf16 (§4.1)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -85,6 +92,9 @@ class Backend {
   virtual Status dense_mha(const DenseMhaParams& p) { return unsupported(p, "dense_mha"); }
   virtual Status merge(const MergeParams& p) { return unsupported(p, "merge"); }
   virtual bool supports_attention() const { return false; }
+  // The dequantization rule of sparse_mqa: the reference its checks are judged against uses the
+  // same one. A rule other than §1.2 is a declared semantic difference (docs/semantics.md §4.1).
+  virtual SparseDequant sparse_mqa_dequant() const { return SparseDequant::kF32Scale; }
 
  protected:
   template <typename P>

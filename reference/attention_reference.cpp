@@ -104,7 +104,7 @@ std::vector<double> bf16_to_double(const std::vector<uint16_t>& bits) {
 }
 
 std::vector<double> dequant_slots(const std::vector<uint8_t>& cache, const CacheGeometry& geo,
-                                  const std::vector<int64_t>& slots) {
+                                  const std::vector<int64_t>& slots, ScaleRounding rounding) {
   validate_geometry(geo, cache.size(), "dequant_slots");
   const int64_t capacity = geo.num_blocks * geo.block_size;
   const auto& table = bf16_table();
@@ -114,7 +114,7 @@ std::vector<double> dequant_slots(const std::vector<uint8_t>& cache, const Cache
     require(s >= 0 && s < capacity, "dequant_slots: slot " + std::to_string(s) + " outside [0, " +
                                         std::to_string(capacity) + ")");
     const int64_t at = (s / geo.block_size) * geo.page_stride_bytes + (s % geo.block_size) * kEntryBytes;
-    const auto row = dequant_entry(&cache[sz(at)]);
+    const auto row = dequant_entry(&cache[sz(at)], rounding);
     for (int e = 0; e < kLatent; ++e) out[i * kLatent + sz(e)] = table[row[sz(e)]];
   }
   return out;
@@ -154,7 +154,8 @@ std::vector<double> absorb_q(const std::vector<uint16_t>& q_nope, const std::vec
 }
 
 AttentionResult sparse_mqa(const std::vector<double>& q_lat, int32_t num_heads, const std::vector<int32_t>& indices,
-                           int32_t topk, const std::vector<uint8_t>& cache, const CacheGeometry& geo, double scale) {
+                           int32_t topk, const std::vector<uint8_t>& cache, const CacheGeometry& geo, double scale,
+                           ScaleRounding rounding) {
   require(num_heads >= 1, "sparse_mqa: num_heads must be >= 1");
   require(topk >= 0, "sparse_mqa: topk < 0");
   validate_geometry(geo, cache.size(), "sparse_mqa");
@@ -175,7 +176,7 @@ AttentionResult sparse_mqa(const std::vector<double>& q_lat, int32_t num_heads, 
     }
     if (slots.empty()) continue;  // out 0, lse -inf
     const int64_t n = static_cast<int64_t>(slots.size());
-    const std::vector<double> keys_data = dequant_slots(cache, geo, slots);
+    const std::vector<double> keys_data = dequant_slots(cache, geo, slots, rounding);
     const auto keys = view(keys_data.data(), n, kLatent, kLatent);              // [n, 576]
     const auto q_t = view(&q_lat[sz(t * H * kLatent)], H, kLatent, kLatent);     // [H, 576]
     Eigen::MatrixXd p = scale * (keys * q_t.transpose());                        // [n, H], column per head

@@ -44,11 +44,11 @@ struct AttentionResult {
 // Exact values of bf16 bit patterns, element by element (same length as bits).
 std::vector<double> bf16_to_double(const std::vector<uint16_t>& bits);
 
-// The dequantized 576-wide cache entries (docs/semantics.md §1.2) of `slots`, as exact doubles: [n, 576] with
-// n = slots.size(). Slot s lives in block s / B at offset s % B (byte block * page_stride +
-// offset * 656). Throws when a slot is outside [0, num_blocks * block_size).
+// The dequantized 576-wide cache entries (docs/semantics.md §1.2; dequant_entry with `rounding`) of `slots`, as
+// exact doubles: [n, 576] with n = slots.size(). Slot s lives in block s / B at offset s % B (byte
+// block * page_stride + offset * 656). Throws when a slot is outside [0, num_blocks * block_size).
 std::vector<double> dequant_slots(const std::vector<uint8_t>& cache, const CacheGeometry& geo,
-                                  const std::vector<int64_t>& slots);
+                                  const std::vector<int64_t>& slots, ScaleRounding rounding = ScaleRounding::kF32);
 
 // Number of heads of a weight tensor [H, 128, 512] (its size / 65536); throws unless it is a
 // positive whole number of heads.
@@ -72,9 +72,12 @@ std::vector<double> absorb_q(const std::vector<uint16_t>& q_nope, const std::vec
 // per occurrence (as a kernel reading each index would). No valid index: out 0, lse -inf.
 // q_lat: double [T, num_heads, 576] (T = q_lat.size() / (num_heads * 576)); indices: int32
 // [T, topk]; cache: the paged cache bytes [num_blocks, page_stride] (size >= geo.bytes()).
+// `rounding`: how the entries are dequantized (kF32: docs/semantics.md §1.2; kBf16: as an
+// implementation that declares it reads them, §4.1).
 // Returns out double [T, num_heads, 512], lse [T, num_heads].
 AttentionResult sparse_mqa(const std::vector<double>& q_lat, int32_t num_heads, const std::vector<int32_t>& indices,
-                           int32_t topk, const std::vector<uint8_t>& cache, const CacheGeometry& geo, double scale);
+                           int32_t topk, const std::vector<uint8_t>& cache, const CacheGeometry& geo, double scale,
+                           ScaleRounding rounding = ScaleRounding::kF32);
 
 // out[t,h] = W_UV[h] out_lat[t,h]: out[t,h,d] = sum_c W_UV[h][d][c] * out_lat[t,h,c].
 // out_lat: double [T, H, 512]; w_uv: bf16 [H, 128, 512] (W_UV[h] is [Dv, Dc] row-major); H from

@@ -253,16 +253,19 @@ std::array<uint8_t, kEntryBytes> quantize_entry(const uint16_t* kv_c, const uint
   return entry;
 }
 
-std::array<uint16_t, kLatent> dequant_entry(const uint8_t* entry) {
+std::array<uint16_t, kLatent> dequant_entry(const uint8_t* entry, ScaleRounding rounding) {
   std::array<uint16_t, kLatent> out{};
   Eigen::Array<double, kNope, 1> codes_value;
   for (int e = 0; e < kNope; ++e) codes_value(e) = e4m3_value(entry[e]);
   for (int t = 0; t < kNumTiles; ++t) {
-    const double scale = f32_value_from_bits(load_u32_le(entry + kScaleOffset + 4 * t));
-    // e4m3 * f32 is exact in double (4 + 24 significant bits); round to f32, then to bf16.
+    const double stored = f32_value_from_bits(load_u32_le(entry + kScaleOffset + 4 * t));
+    const bool bf16_scale = rounding == ScaleRounding::kBf16;
+    const double scale = bf16_scale ? bf16_value(bf16_round(stored)) : stored;
+    // e4m3 * f32 is exact in double (4 + 24 significant bits), e4m3 * bf16 too (4 + 8): kF32
+    // rounds it to f32, then to bf16; kBf16 rounds it to bf16 once.
     const Eigen::Array<double, kTile, 1> product = codes_value.segment<kTile>(t * kTile) * scale;
     for (int i = 0; i < kTile; ++i)
-      out[static_cast<size_t>(t * kTile + i)] = bf16_round(round_to_f32(product(i)));
+      out[static_cast<size_t>(t * kTile + i)] = bf16_round(bf16_scale ? product(i) : round_to_f32(product(i)));
   }
   for (int i = 0; i < kRope; ++i) out[static_cast<size_t>(kNope + i)] = load_u16_le(entry + kRopeOffset + 2 * i);
   return out;

@@ -34,8 +34,18 @@ struct CacheGeometry {
 // One token -> its 656 bytes (docs/semantics.md §1.1): per-128 tile scale max(amax / 448, FLT_MIN) in fp32,
 // e4m3(x / scale) with the division rounded to fp32, RoPE bits copied.
 std::array<uint8_t, kEntryBytes> quantize_entry(const uint16_t* kv_c /*512*/, const uint16_t* k_pe /*64*/);
-// 656 bytes -> 576 bf16 (docs/semantics.md §1.2): bf16_rne(f32(e4m3) * scale) and RoPE copied.
-std::array<uint16_t, kLatent> dequant_entry(const uint8_t* entry);
+// How a reader turns a value's e4m3 code and its tile's fp32 scale into bf16.
+enum class ScaleRounding {
+  // docs/semantics.md §1.2: bf16_rne(f32_rne(e4m3 * scale)), one fp32 multiply then one rounding to bf16.
+  kF32,
+  // The scale first rounded to bf16 (nearest even), then the product (exact: 4 x 8 significant
+  // bits) rounded once to bf16: bf16_rne(e4m3 * bf16_rne(scale)). FlashMLA's Hopper sparse FP8
+  // decode reads the cache this way (docs/semantics.md §4.1).
+  kBf16,
+};
+
+// 656 bytes -> 576 bf16: the 512 latent values as `rounding` says (kF32: docs/semantics.md §1.2), RoPE copied.
+std::array<uint16_t, kLatent> dequant_entry(const uint8_t* entry, ScaleRounding rounding = ScaleRounding::kF32);
 
 // Pack N tokens into `cache` (already sized geometry.bytes()): slot < 0 or >= capacity skipped;
 // where tokens share a slot, the last one's entry is what remains (as if packed in token order).

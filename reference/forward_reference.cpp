@@ -117,7 +117,8 @@ ForwardOutputs forward(const ForwardInputs& in, const std::vector<uint8_t>& cach
     const ConvertOutputs slots = convert(ci);
     const std::vector<double> q_lat = absorb_q(take_rows(in.q_nope, sparse_tokens, static_cast<int64_t>(H) * kHeadNope),
                                                take_rows(in.q_pe, sparse_tokens, static_cast<int64_t>(H) * kRope), in.w_uk);
-    const AttentionResult lat = sparse_mqa(q_lat, H, slots.out, in.topk, cache, in.geometry, in.scale);
+    const AttentionResult lat = sparse_mqa(q_lat, H, slots.out, in.topk, cache, in.geometry, in.scale,
+                                           in.sparse_dequant);
     put_rows(project_out(lat.out, in.w_uv), sparse_tokens, static_cast<int64_t>(H) * kHeadValue, result.out);
     put_rows(lat.lse, sparse_tokens, H, result.lse);
   }

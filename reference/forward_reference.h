@@ -63,6 +63,9 @@ struct ForwardInputs {
   double scale = 0.0;
   bool force_sparse = false;
   NewTokenKv new_token_kv = NewTokenKv::kBf16;
+  // How the sparse route's sparse_mqa dequantizes the cache (kF32: docs/semantics.md §1.2; kBf16: the
+  // rule an implementation may declare, §4.1). The dense route's cache rows keep §1.2 (the gather's rule).
+  ScaleRounding sparse_dequant = ScaleRounding::kF32;
 };
 
 struct ForwardOutputs {

@@ -7,13 +7,13 @@
 # C++ (required; the script fails without them): CMake >= 3.25, g++, make, Eigen, CLI11,
 # nlohmann_json, Google Benchmark, GoogleTest, from apt.
 # Python (optional: only the tests of scripts/ and of the CLI, tests/scripts and tests/apps, use
-# them): pytest, and matplotlib for plot_sweep.py's figures. From apt (python3-pytest,
-# python3-matplotlib) into the system Python; where that fails, into a project-local virtual
-# environment, .venv/ (pip, scripts/requirements.txt; no pip into the system Python, which
-# Debian 12 / Ubuntu 24.04 refuse: PEP 668). The tests' configure step (tests/CMakeLists.txt)
-# finds whichever has them. Without them the script still succeeds, says so, and CTest reports the
-# Python tests as skipped. MLA_REQUIRE_PYTHON_TOOLS=1 (CI; any value but empty or 0, as
-# MLA_REQUIRE_CUDA) makes their absence an error instead.
+# them): pytest, matplotlib for plot_sweep.py's figures and scipy for fit_split_plan.py. From apt
+# (python3-pytest, python3-matplotlib, python3-scipy) into the system Python; where that fails,
+# into a project-local virtual environment, .venv/ (pip, scripts/requirements.txt; no pip into the
+# system Python, which Debian 12 / Ubuntu 24.04 refuse: PEP 668). The tests' configure step
+# (tests/CMakeLists.txt) finds whichever has them. Without them the script still succeeds, says
+# so, and CTest reports the Python tests as skipped. MLA_REQUIRE_PYTHON_TOOLS=1 (CI; any value but
+# empty or 0, as MLA_REQUIRE_CUDA) makes their absence an error instead.
 #
 # Another package manager at work (unattended upgrades on a fresh machine, a second install) holds
 # apt's locks: apt-get waits for them, up to MLA_APT_LOCK_TIMEOUT seconds (600 by default), and
@@ -139,21 +139,21 @@ python_with() {  # MODULES: the first candidate that imports them all, or nothin
   return 1
 }
 
-if ! python_with "pytest, matplotlib" >/dev/null; then
+if ! python_with "pytest, matplotlib, scipy" >/dev/null; then
   # 1. apt, into the system Python (the versions may differ from requirements.txt's pins; the
   #    tests do not depend on them).
-  say "installing python3-pytest python3-matplotlib (apt)"
-  apt_install --no-install-recommends python3 python3-pytest python3-matplotlib \
-    || warn "apt could not install python3-pytest python3-matplotlib"
+  say "installing python3-pytest python3-matplotlib python3-scipy (apt)"
+  apt_install --no-install-recommends python3 python3-pytest python3-matplotlib python3-scipy \
+    || warn "apt could not install python3-pytest python3-matplotlib python3-scipy"
 fi
-if ! python_with "pytest, matplotlib" >/dev/null; then
+if ! python_with "pytest, matplotlib, scipy" >/dev/null; then
   # 2. A project-local virtual environment (sees the system's packages), pip from requirements.txt.
   base="$(command -v python3 2>/dev/null || true)"
   [ -n "$base" ] || base=/usr/bin/python3
   if [ ! -x "$base" ]; then
     warn "no python3 to make $venv with"
   else
-    say "installing pytest, matplotlib into $venv (pip, scripts/requirements.txt)"
+    say "installing pytest, matplotlib, scipy into $venv (pip, scripts/requirements.txt)"
     if ! "$base" -m venv --system-site-packages "$venv" >/dev/null 2>&1; then
       # Debian/Ubuntu ship venv (ensurepip) as a package of its own.
       apt_install --no-install-recommends python3-venv >/dev/null 2>&1 || true
@@ -165,14 +165,15 @@ if ! python_with "pytest, matplotlib" >/dev/null; then
     fi
   fi
 fi
-if python="$(python_with "pytest, matplotlib")"; then
-  say "Python tools: $python (pytest, matplotlib)"
+if python="$(python_with "pytest, matplotlib, scipy")"; then
+  say "Python tools: $python (pytest, matplotlib, scipy)"
 elif [ -n "${MLA_REQUIRE_PYTHON_TOOLS:-}" ] && [ "${MLA_REQUIRE_PYTHON_TOOLS}" != 0 ]; then
   # CI: the Python tests must run, not be skipped.
-  echo "install_deps: error: no Python 3 with pytest and matplotlib (MLA_REQUIRE_PYTHON_TOOLS=1)" >&2
+  echo "install_deps: error: no Python 3 with pytest, matplotlib and scipy (MLA_REQUIRE_PYTHON_TOOLS=1)" >&2
   exit 1
 elif python="$(python_with pytest)"; then
-  warn "no matplotlib for $python: CTest skips plot_sweep.py's tests; everything else runs"
+  warn "no matplotlib or no scipy for $python: CTest skips plot_sweep.py's and fit_split_plan.py's" \
+    "tests; everything else runs"
 else
   warn "no Python 3 with pytest: CTest skips the Python tests (scripts.pytest, cli.pytest); the C++ build and tests are unaffected"
 fi

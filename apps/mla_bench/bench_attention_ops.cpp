@@ -82,14 +82,6 @@ std::string gflop(double flops) {
   return buf;
 }
 
-// The sparse plan's target (lib/pipeline/sparse_mqa_plan.h): two waves of CTAs on this device; off the GPU,
-// ForwardConfig's default count of multiprocessors-worth.
-int32_t sparse_target_items(Backend& backend, int32_t heads) {
-  const NativeDevice device = backend.native_device();
-  if (device.multiprocessors > 0) return sparse_plan_target(device.multiprocessors, heads);
-  return sparse_plan_target(ForwardConfig{}.target_work_items / 2, heads);
-}
-
 // Distinct slots in [0, num_slots) among `count` indices.
 int64_t count_unique_slots(const int32_t* idx, int64_t count, int64_t num_slots) {
   std::vector<uint64_t> seen(static_cast<size_t>((num_slots + 63) / 64), 0);
@@ -334,8 +326,9 @@ Status prepare_sparse(Backend& b, const SparseMqaShape& sh, std::unique_ptr<Prep
                                {p->cache.as<uint8_t>(), layout.num_blocks, B, page_stride}, p->out_lat.as<bf16_t>(),
                                p->lse.as<float>());
   // A forced split count asks the plan for that many items per token (it clamps to the column blocks).
-  const int32_t target = sh.splits > 0 ? static_cast<int32_t>(T) * sh.splits : sparse_target_items(b, H);
-  const SparseMqaPlan plan = plan_sparse_mqa(static_cast<int32_t>(T), K, target);
+  const SparseMqaPlan plan = sh.splits > 0
+                                ? plan_sparse_mqa(static_cast<int32_t>(T), K, static_cast<int32_t>(T) * sh.splits)
+                                : plan_sparse_mqa_on_device(static_cast<int32_t>(T), H, K, plan_multiprocessors(b));
   p->plan_buffers = std::make_unique<BufferSet>(b);
   try {
     attach_plan(*p->plan_buffers, plan, m);
@@ -461,7 +454,7 @@ Status prepare_forward(Backend& b, const ForwardBatch& fb, int32_t block_size, s
     cfg.decode_threshold = fb.decode_threshold;
     cfg.force_sparse = fb.force_sparse;
     cfg.scale = static_cast<float>(sc.model.scale);
-    cfg.target_work_items = sparse_target_items(b, fb.heads);
+    cfg.plan_multiprocessors = plan_multiprocessors(b);
     p->bufs = std::make_unique<BufferSet>(*p->recorder);
     try {
       result = run_forward(*p->recorder, *p->bufs, batch, data, cfg);
@@ -890,6 +883,11 @@ void release_attention_state() {
   AttentionState& s = state();
   s.prepared.release();
   s.entry_pool.clear();
+}
+
+int32_t plan_multiprocessors(Backend& backend) {
+  const NativeDevice device = backend.native_device();
+  return device.multiprocessors > 0 ? device.multiprocessors : 132;
 }
 
 }  // namespace mla::bench

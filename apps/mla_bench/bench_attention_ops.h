@@ -97,6 +97,11 @@ struct SparseMqaIndices {
   int64_t distinct = 0;        // distinct valid slots: the cache entries the byte model counts
 };
 Rng sparse_mqa_rng(uint64_t seed, const SparseMqaShape& sh);
+
+// The multiprocessors the sparse plan's cost model fills (plan_sparse_mqa_on_device,
+// lib/pipeline/sparse_mqa_plan.h): the device's; off the GPU, an H100's 132, so that the host runs
+// the same partition.
+int32_t plan_multiprocessors(Backend& backend);
 SparseMqaIndices make_sparse_mqa_indices(const SparseMqaShape& sh, int32_t block_size, Rng& rng);
 
 // Dense MHA: the benchmark's name (/keys:K whenever keys_per_request is given, /mask:none when

@@ -35,6 +35,7 @@ bool build_and_warm_up(benchmark::State& st, int* runtime_errors, const std::fun
 double time_iterations(benchmark::State& st, BenchEnv& env, const std::function<Status(Backend&)>& run,
                        int* runtime_errors) {
   double timed = 0.0;
+  int64_t started_early = 0;
   for (auto _ : st) {
     Status status = env.flusher->flush();  // untimed: issued before the start event
     if (status.ok()) status = env.timer->start();
@@ -48,7 +49,11 @@ double time_iterations(benchmark::State& st, BenchEnv& env, const std::function<
     }
     st.SetIterationTime(seconds);
     timed += seconds;
+    if (env.timer->last_started_early()) ++started_early;
   }
+  // On the GPU: iterations whose timed region began while the call was still being queued
+  // (docs/benchmarks.md, the lead); 0 means every launch was queued inside the lead and the flush.
+  if (env.timer->on_device()) st.counters["late_queue_calls"] = static_cast<double>(started_early);
   return timed;
 }
 

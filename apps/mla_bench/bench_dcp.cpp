@@ -230,10 +230,9 @@ class Worker {
     m = packed_sparse_mqa_params(st->q.as<bf16_t>(), T, H, st->slots.as<int32_t>(), K,
                                  {st->cache.as<uint8_t>(), num_blocks, B, page_bytes}, st->out.as<bf16_t>(),
                                  st->lse.as<float>());
-    const NativeDevice dev = be.native_device();
-    const int32_t target = sparse_plan_target(dev.multiprocessors > 0 ? dev.multiprocessors : 64, H);
     st->plan_buffers = std::make_unique<BufferSet>(be);
-    attach_plan(*st->plan_buffers, plan_sparse_mqa(static_cast<int32_t>(T), K, target), m);
+    attach_plan(*st->plan_buffers,
+                plan_sparse_mqa_on_device(static_cast<int32_t>(T), H, K, plan_multiprocessors(be)), m);
     for (auto* t : {&st->attention, &st->communication, &st->merge}) {
       const Status s = DeviceTimer::create(be, t);
       if (!s.ok()) throw std::runtime_error(s.message());

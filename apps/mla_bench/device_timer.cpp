@@ -52,6 +52,11 @@ class CudaEventTimer final : public DeviceTimer {
   }
   Status stop(double* seconds) override {
     MLA_CUDA_CHECK(cudaEventRecord(stop_, stream_));
+    // cudaErrorNotReady (the GPU is still in the lead or the flush) is the expected answer, not an
+    // error; it is not sticky.
+    const cudaError_t reached = cudaEventQuery(start_);
+    if (reached != cudaSuccess && reached != cudaErrorNotReady) MLA_CUDA_CHECK(reached);
+    started_early_ = reached == cudaSuccess;
     MLA_CUDA_CHECK(cudaEventSynchronize(stop_));
     float ms = 0.0f;
     MLA_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
@@ -59,9 +64,11 @@ class CudaEventTimer final : public DeviceTimer {
     return Status();
   }
   void* stream() const override { return stream_; }
+  bool last_started_early() const override { return started_early_; }
 
  private:
   cudaStream_t stream_;
+  bool started_early_ = false;
   cudaEvent_t start_ = nullptr;
   cudaEvent_t stop_ = nullptr;
 };

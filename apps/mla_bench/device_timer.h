@@ -19,6 +19,11 @@ class DeviceTimer {
   virtual bool on_device() const = 0;  // true: CUDA events on the backend's stream
   virtual Status start() = 0;
   virtual Status stop(double* seconds) = 0;
+  // True when the last stop() found the GPU already past the start event once the operation and
+  // the stop event were queued: the caller was still launching when the timed region began (the
+  // lead and the flush did not cover its launches), so the time includes launch gaps. Always false
+  // for the host timer.
+  virtual bool last_started_early() const { return false; }
   // The CUDA backend's stream as an opaque handle (cudaStream_t); nullptr on the host.
   virtual void* stream() const = 0;
 };

@@ -38,6 +38,7 @@ class ForwardingBackend : public Backend {
   Status dense_mha(const DenseMhaParams& p) override { return inner_.dense_mha(p); }
   Status merge(const MergeParams& p) override { return inner_.merge(p); }
   bool supports_attention() const override { return inner_.supports_attention(); }
+  SparseDequant sparse_mqa_dequant() const override { return inner_.sparse_mqa_dequant(); }
 
  protected:
   Backend& inner() const { return inner_; }

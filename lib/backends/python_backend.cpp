@@ -120,6 +120,10 @@ class PythonBackend final : public ForwardingBackend {
       : ForwardingBackend(*base), base_(std::move(base)), glue_(std::move(glue)), fallback_(fallback) {
     name_ = py::str(description["path"]).cast<std::string>();
     for (auto op : description["operations"]) operations_.insert(op.cast<std::string>());
+    // The glue accepts only "f32_scale" and "bf16_scale" (SUPPORTS['sparse_mqa']['dequant']).
+    sparse_dequant_ = py::str(description["sparse_mqa_dequant"]).cast<std::string>() == "bf16_scale"
+                          ? SparseDequant::kBf16Scale
+                          : SparseDequant::kF32Scale;
     const NativeDevice nd = base_->native_device();
     info_ = base_->info();
     const std::string base_name = info_.name;
@@ -139,7 +143,8 @@ class PythonBackend final : public ForwardingBackend {
   }
 
   BackendInfo info() const override { return info_; }
-  // The backend's notes and the glue's (invalid indices given as the adapter's declared invalid_index).
+  // The backend's notes and the glue's (invalid indices given as the adapter's declared invalid_index,
+  // the declared dequantization rule its sparse_mqa was judged under).
   std::vector<std::string> take_notes() override {
     try {
       for (auto n : glue_.attr("take_notes")()) note(n.cast<std::string>());
@@ -155,6 +160,10 @@ class PythonBackend final : public ForwardingBackend {
     } catch (py::error_already_set& e) {
       note(py::str(e.value()).cast<std::string>());
     }
+  }
+  // The adapter's declared rule; where its sparse_mqa is the base's (fallback), the base's rule.
+  SparseDequant sparse_mqa_dequant() const override {
+    return has("sparse_mqa") ? sparse_dequant_ : base_->sparse_mqa_dequant();
   }
   bool supports_attention() const override {
     for (const char* op : {"sparse_mqa", "dense_mha", "merge", "gemm"})
@@ -387,6 +396,7 @@ class PythonBackend final : public ForwardingBackend {
   bool fallback_;
   std::string name_;
   std::set<std::string> operations_;
+  SparseDequant sparse_dequant_ = SparseDequant::kF32Scale;
   BackendInfo info_;
   NativeDevice device_;
   std::vector<std::string> notes_;

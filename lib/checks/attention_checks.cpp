@@ -143,16 +143,12 @@ SparseRun run_sparse_kernel(Backend& be, BufferSet& bufs, const LatentQuery& q, 
   return r;
 }
 
-// A step's cosine budget grows with its context merges: each LSE merge rounds the running output
-// to bf16 (relative error up to 2^-9, rms 2^-9 / sqrt(3)), and n of them add an expected relative
-// squared error of n 2^-18 / 3, half of which is the cosine difference; doubled for a bound
-// (docs/semantics.md §8). A negative cosine (not checked) stays so.
+}  // namespace
+
 Tolerance with_merges(Tolerance t, int64_t merges) {
   if (t.cos >= 0.0) t.cos += static_cast<double>(merges) * std::ldexp(1.0, -18) / 3.0;
   return t;
 }
-
-}  // namespace
 
 ForwardConfig forward_config(const AttentionCheckContext& ctx) {
   ForwardConfig cfg;
@@ -225,8 +221,17 @@ std::string pinned_picks_differ_from_dense(const AttentionCheckContext& ctx) {
   return "";
 }
 
+ref::ScaleRounding reference_dequant(const Backend& backend) {
+  switch (backend.sparse_mqa_dequant()) {
+    case SparseDequant::kBf16Scale: return ref::ScaleRounding::kBf16;
+    case SparseDequant::kF32Scale: break;
+  }
+  return ref::ScaleRounding::kF32;
+}
+
 ref::ForwardInputs reference_forward_inputs(const Scenario& s, const Batch& b, const CacheData& cache,
-                                            const AttentionData& d, bool force_sparse, ref::NewTokenKv kv) {
+                                            const AttentionData& d, bool force_sparse, ref::NewTokenKv kv,
+                                            ref::ScaleRounding sparse_dequant) {
   ref::ForwardInputs in;
   in.seq_len = b.seq_lens;
   in.query_len = b.query_lens;
@@ -250,6 +255,7 @@ ref::ForwardInputs reference_forward_inputs(const Scenario& s, const Batch& b, c
   in.scale = s.model.scale;
   in.force_sparse = force_sparse;
   in.new_token_kv = kv;
+  in.sparse_dequant = sparse_dequant;
   return in;
 }
 
@@ -267,7 +273,7 @@ std::vector<CheckResult> run_sparse_mqa_check(const AttentionCheckContext& ctx) 
     q = latent_query(ctx.data, T);
     slots = sparse_indices(ctx);
     ref_res = ref::sparse_mqa(q.both, H, slots, K, ctx.cache.ref_cache, reference_geometry(ctx.batch.layout),
-                              ctx.scenario.model.scale);
+                              ctx.scenario.model.scale, reference_dequant(ctx.backend));
   };
   // The same call with every token's top-k range split into 64-column items (combine step) and
   // unsplit (one item per token, written directly).
@@ -419,7 +425,8 @@ std::vector<CheckResult> run_forward_check(const AttentionCheckContext& ctx) {
     got = run_forward(ctx.backend, bufs, ctx.batch, ctx.data, cfg);
     step_done = true;
     const ref::ForwardInputs in = reference_forward_inputs(ctx.scenario, ctx.batch, ctx.cache, ctx.data,
-                                                           cfg.force_sparse, ref::NewTokenKv::kBf16);
+                                                           cfg.force_sparse, ref::NewTokenKv::kBf16,
+                                                           reference_dequant(ctx.backend));
     const ref::ForwardOutputs want = ref::forward(in, ctx.cache.ref_cache);
     dump_forward_inputs(ctx);
     const int64_t T = ctx.batch.num_tokens, H = ctx.data.heads;
@@ -444,6 +451,12 @@ std::vector<CheckResult> run_forward_check(const AttentionCheckContext& ctx) {
     if (!r.reason.empty() && r.verdict == Verdict::kPass) r.verdict = Verdict::kFail;
     return r;
   }));
+  // A step the backend does not support (an adapter without one of its operations) leaves no cache
+  // to judge: the cache check is skipped for the same reason, not reported as an error.
+  if (out.front().verdict == Verdict::kSkip) {
+    out.push_back(skipped_check("forward/cache", "forward", out.front().reason));
+    return out;
+  }
   // The cache after the step: context untouched, new tokens packed, unused slots and padding
   // still 0xFF — byte for byte the reference's.
   out.push_back(hooked_check(ctx.hooks, "forward/cache", "forward", [&] {
@@ -466,6 +479,12 @@ std::vector<CheckResult> run_equivalence_check(const AttentionCheckContext& ctx)
     return {skipped_check("equivalence", "equivalence", why)};
   if (const std::string why = pinned_picks_differ_from_dense(ctx); !why.empty())
     return {skipped_check("equivalence", "equivalence", why)};
+  // The comparison assumes both routes read the cache's values as §1.2 dequantizes them; a backend
+  // that declares another rule for its sparse MQA (docs/semantics.md §4.1) reads other values there.
+  if (ctx.backend.sparse_mqa_dequant() != SparseDequant::kF32Scale)
+    return {skipped_check("equivalence", "equivalence",
+                          "the backend's sparse_mqa declares its own dequantization (bf16_scale), the dense route's "
+                          "gather §1.2's: the routes read different values")};
   // Prefill rows of the forced-sparse run against the dense run, two ways (docs/semantics.md §4.3).
   const int64_t first = b.num_decode_tokens;
   const int64_t width = int64_t{ctx.data.heads} * kDv;
@@ -590,8 +609,9 @@ CheckResult judge_dcp_result(const AttentionCheckContext& ctx, int32_t world, co
   in.topk = K;
   in.block_table = reference_block_table(b.layout);
   in.block_size = B;
-  const ref::AttentionResult single = ref::sparse_mqa(q.both, H, ref::convert(in).out, K, ctx.cache.ref_cache,
-                                                      reference_geometry(b.layout), ctx.scenario.model.scale);
+  const ref::AttentionResult single =
+      ref::sparse_mqa(q.both, H, ref::convert(in).out, K, ctx.cache.ref_cache, reference_geometry(b.layout),
+                      ctx.scenario.model.scale, reference_dequant(ctx.backend));
   const AttentionTolerances& tol = ctx.scenario.attention.tolerances;
   DumpSink* dump = ctx.hooks.dump;
   dump_array(dump, "q_nope_lat", DumpRole::kInput, "absorbed query, bf16 bits", {T, H, kDc}, q.nope);

@@ -3,6 +3,7 @@
 // run_forward) and through the reference (ref::forward in double), each chain fed by its own
 // residual stream; every layer's output and stream against the reference chain's, within the
 // bounds derived from the per-step tolerances.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -24,6 +25,7 @@ struct RouteLayer {
   Metrics out;          // o_l against the reference chain's
   Metrics stream;       // x_l against the reference chain's
   std::string routing;  // why the run did not route as asked; "" when it did
+  int64_t context_chunks = 0;  // LSE merges of the step's context (the dense route's chunks)
   double seconds = 0.0;
 };
 
@@ -49,7 +51,8 @@ std::vector<double> reference_step(const AttentionCheckContext& ctx, const Stack
   std::vector<uint8_t> cache = d.context_cache;
   ref::pack(in.kv_c, in.k_pe, d.new_slots, reference_geometry(b.layout), cache);
   const ref::ForwardInputs fi = reference_forward_inputs(ctx.scenario, b, with_new_latents(layer.latents, b, in), d,
-                                                         /*force_sparse=*/false, ref::NewTokenKv::kBf16);
+                                                         /*force_sparse=*/false, ref::NewTokenKv::kBf16,
+                                                         reference_dequant(ctx.backend));
   return ref::forward(fi, cache).out;
 }
 
@@ -67,6 +70,7 @@ RouteLayer route_step(const AttentionCheckContext& ctx, const StackLayer& layer,
   const ForwardResult res = run_forward(ctx.backend, bufs, b, d, cfg);
   const std::vector<double> out = widen_bf16(res.out);
   RouteLayer r;
+  r.context_chunks = res.context_chunks;
   r.out = compare_values(ref_out, out);
   bufs.audit(r.out);
   if (chain.sparse && res.num_sparse_tokens != b.num_tokens)
@@ -113,6 +117,18 @@ CheckResult layer_result(bool sparse, int32_t layer, const RouteLayer& rl, const
   return r;
 }
 
+// The fewest keys any decode token sees: a decode's first new token sits at position
+// context_len, so it sees min(context_len + 1, topk) keys; 0 when the batch has no decode.
+int64_t fewest_decode_keys(const Batch& b, int32_t topk) {
+  int64_t fewest = 0;
+  for (int32_t r = 0; r < b.num_decodes; ++r) {
+    if (b.query_lens[static_cast<size_t>(r)] <= 0) continue;
+    const int64_t keys = std::min<int64_t>(int64_t{b.context_lens[static_cast<size_t>(r)]} + 1, topk);
+    fewest = fewest == 0 ? keys : std::min(fewest, keys);
+  }
+  return fewest;
+}
+
 }  // namespace
 
 std::vector<CheckResult> run_drift_check(const AttentionCheckContext& ctx) {
@@ -148,7 +164,14 @@ std::vector<CheckResult> run_drift_check(const AttentionCheckContext& ctx) {
   if (stack.verdict != Verdict::kPass) return {stack};
   std::vector<CheckResult> results;
   for (const Chain& c : chains) {
-    const std::vector<DriftBound> bounds = drift_bounds(drift_own_error(s.attention.tolerances, c.sparse), norms);
+    // A layer's own error is its step's forward tolerance, which grows with the step's context
+    // merges as the forward check's does (every layer runs the same batch: the most of any layer).
+    int64_t merges = 0;
+    for (const RouteLayer& rl : c.layers) merges = std::max(merges, rl.context_chunks);
+    AttentionTolerances tol = s.attention.tolerances;
+    tol.forward = with_merges(tol.forward, merges);
+    const std::vector<DriftBound> bounds =
+        drift_bounds(drift_own_error(tol, c.sparse), norms, drift_rounding_spacing(fewest_decode_keys(b, ctx.data.topk)));
     for (int32_t l = 1; l <= L; ++l) {
       const size_t i = static_cast<size_t>(l - 1);
       results.push_back(layer_result(c.sparse, l, c.layers[i], bounds[i]));

@@ -149,14 +149,19 @@ double drift_own_error(const AttentionTolerances& tol, bool sparse) {
   return sparse ? dense + std::sqrt(2.0 * tol.equivalence_bf16.cos) : dense;
 }
 
-std::vector<DriftBound> drift_bounds(double rho, const std::vector<double>& norms) {
+double drift_rounding_spacing(int64_t fewest_decode_keys) {
+  const int64_t n = fewest_decode_keys <= 0 ? 16 : std::min<int64_t>(fewest_decode_keys, 16);
+  return std::ldexp(1.0, -7) + std::ldexp(1.0, -3) / static_cast<double>(n);
+}
+
+std::vector<DriftBound> drift_bounds(double rho, const std::vector<double>& norms, double spacing) {
   std::vector<DriftBound> bounds;
   const double u = kDriftUpdateRatio, G = kDriftGain, m = kDriftMargin;
   double e2 = 0.0;  // E_{l-1}^2: the expected squared error norm of the stream
   for (size_t l = 1; l < norms.size(); ++l) {
     const double n_prev = norms[l - 1], n = norms[l];
     const double eps = n_prev > 0.0 ? std::sqrt(e2) / n_prev : 0.0;
-    const double eta2 = eps * eps + kDriftRoundingSpacing * eps;
+    const double eta2 = eps * eps + spacing * eps;
     const double omega2 = rho * rho + G * G * eta2;
     e2 += u * u * n_prev * n_prev * omega2;
     DriftBound b;

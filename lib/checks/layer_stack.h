@@ -20,6 +20,7 @@ inline constexpr int32_t kDriftWidth = 256;             // D: width of the resid
 inline constexpr double kDriftUpdateRatio = 0.1;        // u: ||update|| / ||stream|| in the reference
 inline constexpr double kDriftGain = 1.5;               // G: output error per input error of one step
 inline constexpr double kDriftRoundingSpacing = 1.0 / 64;  // Δ: bf16 inputs 2^-7 + a decode's own FP8 entry 2^-7
+                                                         //    (a decode that sees >= 16 keys; drift_rounding_spacing)
 inline constexpr double kDriftMargin = 2.0;             // m: on the propagated part of the error
 
 // Layer `layer`'s seed (layers count from 1), drawn from the scenario's seed.
@@ -80,6 +81,14 @@ struct DriftBound {
   double out_cos = 0.0;
   double stream_cos = 0.0;
 };
-std::vector<DriftBound> drift_bounds(double rho, const std::vector<double>& norms);
+std::vector<DriftBound> drift_bounds(double rho, const std::vector<double>& norms,
+                                     double spacing = kDriftRoundingSpacing);
+
+// Δ of a batch (docs/drift.md, "Into the next layer"): 2^-7 for the bf16 inputs plus 2^-3 / n for
+// a decode's own new entry, read back from the FP8 cache and weighing 1/n of an output over n keys,
+// n the fewest keys any decode token sees (min(its position + 1, top-k)), capped at 16: a batch
+// whose decodes all see 16 keys or more, or that has no decode (`fewest_decode_keys` <= 0), gets
+// kDriftRoundingSpacing.
+double drift_rounding_spacing(int64_t fewest_decode_keys);
 
 }  // namespace mla

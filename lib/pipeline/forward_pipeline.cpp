@@ -197,7 +197,10 @@ void run_sparse(Backend& be, BufferSet& bufs, const Batch& b, const AttentionDat
   gemm_heads(be, dev.q_nope, int64_t{H} * kDn, kDn, dev.w_uk, false, q_lat, int64_t{H} * kDc, kDc, ns, kDc, kDn, H);
 
   // Scheduler metadata for exactly the tokens passed (failure mode 4 when injected).
-  const SparseMqaPlan plan = plan_sparse_mqa(static_cast<int32_t>(plan_tokens), K, cfg.target_work_items);
+  const SparseMqaPlan plan =
+      cfg.plan_multiprocessors > 0
+          ? plan_sparse_mqa_on_device(static_cast<int32_t>(plan_tokens), H, K, cfg.plan_multiprocessors)
+          : plan_sparse_mqa(static_cast<int32_t>(plan_tokens), K, cfg.target_work_items);
   SparseMqaCall call;
   // The injected bug passes validation as the real one did: it states the planned count, which
   // the buffers (ns rows) do not have, and the launch then reads and writes past them.

@@ -32,7 +32,10 @@ struct ForwardConfig {
   // step's bf16 kv_c. Used by the equivalence check to separate quantization from rounding.
   bool new_tokens_from_cache = false;
   int64_t workspace_rows = 0;   // rows of the context gather workspace; 0 = one chunk per request context
-  int32_t target_work_items = 264;  // sparse-MQA plan: split top-k until this many items exist
+  // Sparse-MQA plan: with plan_multiprocessors > 0, the splits per token of least modelled time on
+  // that many SMs (sparse_plan_splits); otherwise split top-k until target_work_items items exist.
+  int32_t plan_multiprocessors = 0;
+  int32_t target_work_items = 264;
   float scale = 0.0f;
   Injection injection = Injection::kNone;
   InjectionProbe* probe = nullptr;  // told when the injection changed something (may be null)

@@ -20,16 +20,26 @@ struct SparseMqaPlan {
 };
 
 // Splits each token's top-k range into column blocks (multiples of 64) when there are fewer
-// tokens than target_items (sparse_plan_target below on a GPU), so small decode batches still
-// fill the device; otherwise one item per token.
+// tokens than target_items, so small decode batches still fill the device; otherwise one item per
+// token. On a GPU the target comes from sparse_plan_splits below (target = tokens x splits).
 SparseMqaPlan plan_sparse_mqa(int32_t num_tokens, int32_t topk, int32_t target_items);
 
-// The target_items that fills a device: the CUDA kernels run one CTA per (work item, group of 64
-// heads) and one CTA per multiprocessor, so items x ceil(num_heads / 64) should make two waves:
-// ceil(2 x multiprocessors / head groups). Counting items instead of CTAs over-splits: at batch
-// 128 x 2 tokens and 128 heads on 132 SMs it split every token in two, which only added fp32
-// partials and the combine (H200: 853 -> 755 us without the split).
-int32_t sparse_plan_target(int32_t multiprocessors, int32_t num_heads);
+// The column splits per token (1 .. ceil(topk / 64)) of least modelled time on a device of
+// `multiprocessors` SMs, where the CUDA kernels run one CTA per (work item, group of 64 heads) and
+// one CTA per SM. The model, fitted to the split_k sweep on an H100 (scripts/fit_split_plan.py,
+// docs/benchmarks.md "Split-K plan"; relative RMS error 6 % over 82 timings of 12 shapes, and
+// its pick is the fastest measured split count on all 12):
+//   t(s) = waves x (b x tiles + d) + [s > 1] x c x s,
+//   tiles = ceil(blocks / s), waves = ceil(tokens x s x ceil(heads / 64) / multiprocessors), with s
+//   the items per token plan_sparse_mqa makes of that target (ceil(blocks / tiles), at most s),
+// b = 4.40 us per column block of one CTA, d = 17.5 us per wave, c = 0.72 us per split in the
+// combine (its partials are merged one after another). Only the ratios matter: the fit's launch
+// term a (0.13 us) is the same for every s, and its per-split-launch term e came out 0. Ties go to
+// the smaller s. Degenerate inputs (no token, no SM) give 1.
+int32_t sparse_plan_splits(int64_t tokens, int32_t heads, int32_t topk, int32_t multiprocessors);
+
+// plan_sparse_mqa with sparse_plan_splits's target.
+SparseMqaPlan plan_sparse_mqa_on_device(int32_t num_tokens, int32_t heads, int32_t topk, int32_t multiprocessors);
 
 // Uploads the plan into guarded buffers and fills the metadata and split-partial workspace of
 // `p` (heads = p.num_heads).

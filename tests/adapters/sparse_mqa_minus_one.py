@@ -38,6 +38,29 @@ def _keys(cache, slots, block_size):
     return _cache_ops._bf16_to_f32(np.concatenate([nope, rope], axis=1)).astype(np.float64)
 
 
+def attend(q, indices, cache, out, lse, block_size, tokens, scale, is_slot, keys=_keys, numerators=lambda p: p):
+    """Sparse MQA of every token over the indices where is_slot(row) holds: keys(cache, slots,
+    block_size) gives the entries as float64 [n, 576]; numerators(P) is what multiplies V (P
+    itself, or P as a kernel rounds it); out = numerators(P) V / sum P, rounded to bf16 once."""
+    for t in range(tokens):
+        row = indices[t].astype(np.int64)
+        slots = row[is_slot(row)]
+        if slots.size == 0:
+            out[t] = 0
+            lse[t] = -np.inf
+            continue
+        k = keys(cache, slots, block_size)                               # [n, 576]
+        qt = _cache_ops._bf16_to_f32(q[t]).astype(np.float64)            # [H, 576]
+        s = scale * (qt @ k.T)                                           # [H, n]
+        with np.errstate(invalid="ignore"):  # a NaN or infinite score makes its row NaN (§4.1)
+            m = s.max(axis=1, keepdims=True)
+            p = np.exp(s - m)
+            total = p.sum(axis=1, keepdims=True)
+            o = (numerators(p) @ k[:, :NOPE]) / total                    # [H, 512]
+            lse[t] = (m + np.log(total))[:, 0].astype(np.float32)
+        out[t] = _cache_ops._f32_to_bf16(o.astype(np.float32))
+
+
 def sparse_mqa(q, indices, cache, out, lse, block_size, num_blocks, tokens, heads, scale, **_):
     slots_in_pool = num_blocks * block_size
     bad = (indices != -1) & ((indices < 0) | (indices >= slots_in_pool))
@@ -45,20 +68,4 @@ def sparse_mqa(q, indices, cache, out, lse, block_size, num_blocks, tokens, head
         t, j = (int(v) for v in np.argwhere(bad)[0])
         raise ValueError(f"index {int(indices[t, j])} at token {t}, position {j}: this implementation accepts "
                          f"-1 or a slot in [0, {slots_in_pool}) only")
-    for t in range(tokens):
-        row = indices[t]
-        slots = row[row != -1].astype(np.int64)
-        if slots.size == 0:
-            out[t] = 0
-            lse[t] = -np.inf
-            continue
-        k = _keys(cache, slots, block_size)                              # [n, 576]
-        qt = _cache_ops._bf16_to_f32(q[t]).astype(np.float64)            # [H, 576]
-        s = scale * (qt @ k.T)                                           # [H, n]
-        with np.errstate(invalid="ignore"):  # a NaN or infinite score makes its row NaN (§4.1)
-            m = s.max(axis=1, keepdims=True)
-            p = np.exp(s - m)
-            total = p.sum(axis=1, keepdims=True)
-            o = (p / total) @ k[:, :NOPE]                                # [H, 512]
-            lse[t] = (m + np.log(total))[:, 0].astype(np.float32)
-        out[t] = _cache_ops._f32_to_bf16(o.astype(np.float32))
+    attend(q, indices, cache, out, lse, block_size, tokens, scale, is_slot=lambda row: row != -1)

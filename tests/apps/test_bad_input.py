@@ -95,10 +95,10 @@ def adapter(name):
 
 # ---- the cases: id -> function(tmp_path) -> Run ---------------------------------------------------
 
-def _index_declaration(t, op, value):
-    """An adapter of `op` declaring SUPPORTS[op]['invalid_index'] = value (Python source)."""
-    text = f'DEVICE = "cpu"\nSUPPORTS = {{"{op}": {{"invalid_index": {value}}}}}\n\n\ndef {op}(**_):\n    pass\n'
-    return check("--backend", "python:" + write(t, "bad_index.py", text), "--scenario", SHIPPED)
+def _declaration(t, file, op, key, value):
+    """An adapter `file` of `op` declaring SUPPORTS[op][key] = value (Python source)."""
+    text = f'DEVICE = "cpu"\nSUPPORTS = {{"{op}": {{"{key}": {value}}}}}\n\n\ndef {op}(**_):\n    pass\n'
+    return check("--backend", "python:" + write(t, file, text), "--scenario", SHIPPED)
 
 
 def _dup_names(t):
@@ -227,9 +227,12 @@ CASES = {
     "adapter-import-fails": lambda t: check("--backend", adapter("bad_import_error.py"), "--scenario", SHIPPED),
     "adapter-exits-on-import": lambda t: check("--backend", adapter("bad_sys_exit.py"), "--scenario", SHIPPED),
     "adapter-wrong-supports": lambda t: check("--backend", adapter("bad_supports.py"), "--scenario", SHIPPED),
-    "adapter-invalid-index-not-an-int": lambda t: _index_declaration(t, "sparse_mqa", '"-1"'),
-    "adapter-invalid-index-a-slot": lambda t: _index_declaration(t, "sparse_mqa", "0"),
-    "adapter-invalid-index-other-op": lambda t: _index_declaration(t, "convert", "-1"),
+    "adapter-invalid-index-not-an-int": lambda t: _declaration(t, "bad_index.py", "sparse_mqa", "invalid_index", '"-1"'),
+    "adapter-invalid-index-a-slot": lambda t: _declaration(t, "bad_index.py", "sparse_mqa", "invalid_index", "0"),
+    "adapter-invalid-index-other-op": lambda t: _declaration(t, "bad_index.py", "convert", "invalid_index", "-1"),
+    "adapter-dequant-unknown-rule": lambda t: _declaration(t, "bad_dequant.py", "sparse_mqa", "dequant", '"bf16"'),
+    "adapter-dequant-not-a-string": lambda t: _declaration(t, "bad_dequant.py", "sparse_mqa", "dequant", "True"),
+    "adapter-dequant-other-op": lambda t: _declaration(t, "bad_dequant.py", "gather", "dequant", '"bf16_scale"'),
     "adapter-wrong-signature": lambda t: check("--backend", adapter("bad_signature.py"), "--scenario", SHIPPED),
     "adapter-returns-wrong-shape": lambda t: check("--backend", adapter("bad_returns.py"), "--scenario", SHIPPED,
                                                    "-q", env={"MLA_BAD_RETURN": "shape"}),

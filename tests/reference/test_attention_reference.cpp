@@ -276,6 +276,28 @@ TEST(SparseMqa, TwoKeysByHand) {
   EXPECT_EQ(r.lse[1], -kInf);
 }
 
+// The dequantization rule reaches keys and values. One key (slot 3): e0 = 1.5 (0x3C), tile scale
+// 1 + 2^-8 + 2^-10. kF32: 1.5078125; kBf16: 1.5 * 1.0078125 = 1.51171875, a tie between bf16 steps
+// 1.5078125 and 1.515625, to even: 1.515625 (docs/semantics.md §1.2, §4.1). One key: out = v, lse = s.
+TEST(SparseMqa, DequantRuleReachesKeysAndValues) {
+  const CacheGeometry g = small_geometry();
+  std::vector<uint8_t> cache(static_cast<size_t>(g.bytes()), 0xFF);
+  HandEntry e;
+  e.codes = {{0, 0x3C}};
+  e.scales = {1.0048828125f, 1.0f, 1.0f, 1.0f};
+  write_entry(cache, g, 3, e);
+  std::vector<double> q(kDl, 0.0);
+  q[0] = 1.0;
+  const std::vector<int32_t> idx = {3, -1};
+  const auto f32 = sparse_mqa(q, 1, idx, 2, cache, g, 0.5);
+  const auto bf16 = sparse_mqa(q, 1, idx, 2, cache, g, 0.5, ScaleRounding::kBf16);
+  EXPECT_EQ(f32.out[0], 1.5078125);
+  EXPECT_EQ(f32.lse[0], 0.5 * 1.5078125);
+  EXPECT_EQ(bf16.out[0], 1.515625);
+  EXPECT_EQ(bf16.lse[0], 0.5 * 1.515625);
+  EXPECT_EQ(dequant_slots(cache, g, {3}, ScaleRounding::kBf16)[0], 1.515625);
+}
+
 TEST(SparseMqa, HeadsAreIndependent) {
   const CacheGeometry g = small_geometry();
   const auto cache = two_key_cache(g);
@@ -853,6 +875,27 @@ TEST(Forward, SparseRouteUsesTheGivenTopK) {
   const auto lat = sparse_mqa(q_lat, H, slots, 11, c.cache, c.in.geometry, c.in.scale);
   expect_close(fwd.out, project_out(lat.out, c.in.w_uv), 1e-13, "out");
   expect_close(fwd.lse, lat.lse, 1e-13, "lse");
+}
+
+// ForwardInputs::sparse_dequant reaches the sparse route's sparse_mqa only: the decode (token 0,
+// sparse) follows it, the dense prefills (tokens 1..10) keep docs/semantics.md §1.2.
+TEST(Forward, SparseDequantReachesTheSparseRouteOnly) {
+  ForwardCase c(16, 34);
+  const auto f32 = forward(c.in, c.cache);
+  c.in.sparse_dequant = ScaleRounding::kBf16;
+  const auto bf16 = forward(c.in, c.cache);
+  ASSERT_TRUE(bf16.prefills_dense);
+  const int H = 2, T = static_cast<int>(c.in.req_id.size());
+  // Token 0 by hand: sparse MQA over its top-k with the kBf16 rule, then W_UV.
+  const auto q_lat = token_rows(absorb_q(c.in.q_nope, c.in.q_pe, c.in.w_uk), 0, 1, H * kDl);
+  const std::vector<int32_t> row(c.in.topk_positions.begin(), c.in.topk_positions.begin() + 16);
+  const auto lat = sparse_mqa(q_lat, H, slots_of(c.p, 0, row), 16, c.cache, c.in.geometry, c.in.scale,
+                              ScaleRounding::kBf16);
+  expect_close(token_rows(bf16.out, 0, 1, H * kDv), project_out(lat.out, c.in.w_uv), 1e-13, "decode out");
+  expect_close(token_rows(bf16.lse, 0, 1, H), lat.lse, 1e-13, "decode lse");
+  EXPECT_NE(token_rows(bf16.out, 0, 1, H * kDv), token_rows(f32.out, 0, 1, H * kDv));  // the rules differ here
+  EXPECT_EQ(token_rows(bf16.out, 1, T, H * kDv), token_rows(f32.out, 1, T, H * kDv));  // dense: §1.2 either way
+  EXPECT_EQ(token_rows(bf16.lse, 1, T, H), token_rows(f32.lse, 1, T, H));
 }
 
 // kBf16: the dense route equals the backend's decomposition computed here by hand: context K/V

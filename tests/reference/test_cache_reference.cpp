@@ -33,6 +33,12 @@ uint16_t read_u16_le(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[
 
 bool bf16_is_nan(uint16_t b) { return (b & 0x7F80) == 0x7F80 && (b & 0x7F) != 0; }
 
+// The four tile scales of an entry, as fp32 bits, little-endian.
+void write_scales(std::array<uint8_t, kEntry>& e, const uint32_t (&scales)[4]) {
+  for (int t = 0; t < 4; ++t)
+    for (int b = 0; b < 4; ++b) e[static_cast<size_t>(kScaleAt + 4 * t + b)] = static_cast<uint8_t>(scales[t] >> (8 * b));
+}
+
 // ================================ FP8 E4M3 ====================================================
 
 TEST(E4m3Value, HandPickedCodes) {
@@ -285,8 +291,7 @@ TEST(QuantizeEntry, DividesRatherThanMultipliesByTheReciprocal) {
 TEST(DequantEntry, HandBuiltEntry) {
   std::array<uint8_t, kEntry> e{};
   const uint32_t scales[4] = {0x3F000000u /*0.5*/, 0x3DCCCCCDu /*0.1f*/, 0xFFFFFFFFu /*NaN*/, 0x43E00000u /*448*/};
-  for (int t = 0; t < 4; ++t)
-    for (int b = 0; b < 4; ++b) e[static_cast<size_t>(kScaleAt + 4 * t + b)] = static_cast<uint8_t>(scales[t] >> (8 * b));
+  write_scales(e, scales);
   e[0] = 0x38;    // 1.0 * 0.5 = 0.5
   e[1] = 0xFE;    // -448 * 0.5 = -224 (0xC360)
   e[2] = 0x7F;    // NaN
@@ -320,6 +325,45 @@ TEST(DequantEntry, UnusedBytesReadAsNaN) {
   const auto d = dequant_entry(e.data());
   for (int i = 0; i < 512; ++i) ASSERT_TRUE(bf16_is_nan(d[static_cast<size_t>(i)])) << i;
   for (int i = 512; i < 576; ++i) ASSERT_EQ(d[static_cast<size_t>(i)], 0xFFFF) << i;
+}
+
+// ScaleRounding::kBf16 rounds the scale to bf16 first and the exact product once to bf16; kF32 is
+// docs/semantics.md §1.2. bf16 has 7 fraction bits: its quantum in [1, 2) is 2^-7 = 0.0078125.
+TEST(DequantEntry, ScaleRoundedToBf16First) {
+  std::array<uint8_t, kEntry> e{};
+  // Tile 0: 1 + 2^-8 + 2^-10 = 1.0048828125 (f32 0x3F80A000), past the bf16 midpoint 1 + 2^-8, so
+  // bf16_rne gives 1 + 2^-7 = 1.0078125. Tile 1: 1.25 (0x3FA00000), a bf16 value: both rules agree.
+  const uint32_t scales[4] = {0x3F80A000u, 0x3FA00000u, 0x3F800000u, 0x3F800000u};
+  write_scales(e, scales);
+  e[0] = 0x3C;    // 1.5
+  e[1] = 0xBC;    // -1.5
+  e[2] = 0x3E;    // 1.75
+  e[128] = 0x3C;  // 1.5
+  e[129] = 0x3E;  // 1.75
+  e[kRopeAt] = 0x34;
+  e[kRopeAt + 1] = 0x12;  // RoPE[0] = 0x1234
+  const auto f32 = dequant_entry(e.data(), ScaleRounding::kF32);
+  const auto bf16 = dequant_entry(e.data(), ScaleRounding::kBf16);
+  // 1.5 * 1.0048828125 = 1.50732421875 = 192.9375 quanta -> 193: 1.5078125 (0x3FC1).
+  // 1.5 * 1.0078125 = 1.51171875 = 193.5 quanta, a tie -> 194 (even): 1.515625 (0x3FC2).
+  EXPECT_EQ(f32[0], 0x3FC1);
+  EXPECT_EQ(bf16[0], 0x3FC2);
+  EXPECT_EQ(f32[1], 0xBFC1);  // the same magnitudes, negative
+  EXPECT_EQ(bf16[1], 0xBFC2);
+  // 1.75 * 1.0048828125 = 1.758544921875 = 225.09375 quanta -> 225: 1.7578125 (0x3FE1).
+  // 1.75 * 1.0078125 = 1.763671875 = 225.75 quanta -> 226: 1.765625 (0x3FE2).
+  EXPECT_EQ(f32[2], 0x3FE1);
+  EXPECT_EQ(bf16[2], 0x3FE2);
+  // 1.5 * 1.25 = 1.875 (0x3FF0); 1.75 * 1.25 = 2.1875 = 2 * (1 + 12/128) (0x400C): exact either way.
+  EXPECT_EQ(f32[128], 0x3FF0);
+  EXPECT_EQ(bf16[128], 0x3FF0);
+  EXPECT_EQ(f32[129], 0x400C);
+  EXPECT_EQ(bf16[129], 0x400C);
+  EXPECT_EQ(bf16[3], 0x0000);  // code 0 times any scale
+  EXPECT_EQ(bf16[512], 0x1234);  // RoPE copied under both rules
+  EXPECT_EQ(f32[512], 0x1234);
+  // The default is §1.2.
+  EXPECT_EQ(dequant_entry(e.data()), f32);
 }
 
 TEST(EntryRoundTrip, WithinE4m3RelativeError) {

@@ -54,9 +54,18 @@ CONSTRAINT_KEYS = {
     "sm": "the GPU's compute capability (e.g. 90)",
     "page_padding": "whether pages may be padded past block_size * 656 bytes",
     "invalid_index": "sparse_mqa: the one value the adapter accepts as an invalid index (e.g. -1)",
+    "dequant": "sparse_mqa: how it dequantizes the cache (f32_scale or bf16_scale)",
 }
 # Operations whose indices an adapter may declare invalid_index for (docs/adapters.md).
 INVALID_INDEX_OPS = ("sparse_mqa",)
+# Operations that may declare a dequantization rule, and the rules (docs/adapters.md): f32_scale is
+# docs/semantics.md §1.2; bf16_scale rounds the scale to bf16 first and the product once to bf16.
+DEQUANT_OPS = ("sparse_mqa",)
+DEQUANT_RULES = ("f32_scale", "bf16_scale")
+DEQUANT_NOTES = {
+    "bf16_scale": "judged against the reference dequantized as the adapter declares (dequant bf16_scale: scale "
+                  "rounded to bf16, product rounded once to bf16; docs/semantics.md §4.1)",
+}
 DEVICES = ("cuda", "cpu")
 
 
@@ -80,6 +89,9 @@ _numpy = None
 # (op, value, slots of the pool): an int on the host, a 0-dim device tensor on CUDA (added to on the
 # stream, read only when the notes are taken, so that no call synchronises).
 _replaced = {}
+# (op, rule) of the calls since the notes were last taken that ran under a declared dequantization
+# rule other than docs/semantics.md §1.2: one note per check.
+_dequant_used = set()
 
 
 def _fail(problem, function=None):
@@ -133,6 +145,12 @@ def _check_constraints(op, constraints):
             if not isinstance(value, int) or isinstance(value, bool) or not -2**31 <= value < 0:
                 _fail(f"SUPPORTS[{op!r}]['invalid_index'] must be a negative int32 (the one value the adapter "
                       f"accepts as an invalid index, e.g. -1); it is {value!r}")
+        elif key == "dequant":
+            if op not in DEQUANT_OPS:
+                _fail(f"SUPPORTS[{op!r}] declares 'dequant', which applies to {', '.join(DEQUANT_OPS)} only")
+            if not isinstance(value, str) or value not in DEQUANT_RULES:
+                _fail(f"SUPPORTS[{op!r}]['dequant'] must be one of {', '.join(repr(r) for r in DEQUANT_RULES)} "
+                      f"(how it dequantizes the cache); it is {value!r}")
 
 
 def _check_signature(op, fn):
@@ -210,7 +228,8 @@ def load(path, sm):
         _numpy = numpy
     _adapter, _device = module, device
     return {"path": os.path.abspath(path), "sha256": digest, "device": device, "operations": ops,
-            "versions": versions, "python": sys.version.split()[0]}
+            "versions": versions, "python": sys.version.split()[0],
+            "sparse_mqa_dequant": supports.get("sparse_mqa", {}).get("dequant", "f32_scale")}
 
 
 def _traceback_tail(lines=12):
@@ -333,11 +352,13 @@ def _give_invalid_indices_as(op, arrays, params, value):
 
 
 def take_notes():
-    """The notes of the calls since the last take: how many invalid indices were given as the
-    adapter's declared invalid_index (reads the counts, so it waits for the calls on the GPU)."""
+    """The notes of the calls since the last take: the declared dequantization rule the calls ran
+    under, and how many invalid indices were given as the adapter's declared invalid_index (reads
+    the counts, so it waits for the calls on the GPU)."""
     pending = dict(_replaced)
     _replaced.clear()  # first: a count that cannot be read (a failed kernel) is reported once
-    notes = []
+    notes = [f"{op}: {DEQUANT_NOTES[rule]}" for op, rule in sorted(_dequant_used)]
+    _dequant_used.clear()
     for (op, value, slots), count in pending.items():
         count = int(count)
         if count:
@@ -348,9 +369,13 @@ def take_notes():
 
 def _run(op, fn, buffers, params):
     arrays = {name: _as_array(buf) for name, buf in buffers.items()}
-    invalid_index = getattr(_adapter, "SUPPORTS", {}).get(op, {}).get("invalid_index")
+    declared = getattr(_adapter, "SUPPORTS", {}).get(op, {})
+    invalid_index = declared.get("invalid_index")
     if invalid_index is not None:
         _give_invalid_indices_as(op, arrays, params, invalid_index)
+    dequant = declared.get("dequant")
+    if dequant in DEQUANT_NOTES:
+        _dequant_used.add((op, dequant))
     if op == "sparse_mqa" and arrays.get("q") is None:
         # The parts of the absorbed query are not adjacent in memory: one [T, H, 576] copy.
         parts = (arrays["q_nope"], arrays["q_pe"])

@@ -149,6 +149,21 @@ TEST(DriftBounds, TwoLayersWorkedByHand) {
   EXPECT_NEAR(b[1].stream_cos, 4.748125e-6, 1e-17);
 }
 
+TEST(DriftBounds, RoundingSpacingCountsADecodesOwnFp8EntryOverItsKeys) {
+  // docs/drift.md: Δ = 2^-7 + 2^-3 / min(n, 16), n the fewest keys a decode token sees.
+  EXPECT_DOUBLE_EQ(drift_rounding_spacing(0), 1.0 / 64);    // no decode: 2^-7 + 2^-7
+  EXPECT_DOUBLE_EQ(drift_rounding_spacing(16), 1.0 / 64);
+  EXPECT_DOUBLE_EQ(drift_rounding_spacing(512), 1.0 / 64);  // capped at 16
+  EXPECT_DOUBLE_EQ(drift_rounding_spacing(4), 1.0 / 128 + 1.0 / 32);
+  EXPECT_DOUBLE_EQ(drift_rounding_spacing(1), 1.0 / 128 + 1.0 / 8);  // a one-token request's decode
+  // A larger spacing loosens only what the stream carries forward: layer 1 is the step's own error.
+  const std::vector<double> norms{2.0, 2.0, 2.0};
+  const std::vector<DriftBound> wide = drift_bounds(0.01, norms, drift_rounding_spacing(1));
+  const std::vector<DriftBound> narrow = drift_bounds(0.01, norms);
+  EXPECT_DOUBLE_EQ(wide[0].out_cos, narrow[0].out_cos);
+  EXPECT_GT(wide[1].out_cos, narrow[1].out_cos);
+}
+
 TEST(DriftBounds, TheTableOfDocsDrift) {
   // docs/drift.md's table: default tolerances, n_l² = (1 + u²)^l.
   const AttentionTolerances tol;

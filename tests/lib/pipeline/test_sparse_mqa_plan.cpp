@@ -1,6 +1,6 @@
-// plan_sparse_mqa (the sparse-MQA work partition) and sparse_plan_target (its device-filling
-// target): items cover each token's top-k range exactly once in 64-column blocks, split partials
-// are numbered consecutively per token, and the target counts CTAs (items x 64-head groups).
+// plan_sparse_mqa (the sparse-MQA work partition) and sparse_plan_splits (its cost model of the
+// split count): items cover each token's top-k range exactly once in 64-column blocks, split partials
+// are numbered consecutively per token, and the model picks the fastest measured split counts.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -11,7 +11,8 @@
 namespace {
 
 using mla::plan_sparse_mqa;
-using mla::sparse_plan_target;
+using mla::plan_sparse_mqa_on_device;
+using mla::sparse_plan_splits;
 using mla::SparseMqaPlan;
 
 // Every token's items are contiguous, in column order, cover [0, topk) without gaps or overlap,
@@ -79,27 +80,45 @@ TEST(SparseMqaPlan, EmptyInputs) {
   EXPECT_EQ(p.split_offsets, std::vector<int32_t>(5, 0));
 }
 
-TEST(SparseMqaPlanTarget, CountsCtasNotItems) {
-  // 132 SMs: two waves are 264 CTAs.
-  EXPECT_EQ(sparse_plan_target(132, 128), 132);  // 2 head groups per item
-  EXPECT_EQ(sparse_plan_target(132, 64), 264);
-  EXPECT_EQ(sparse_plan_target(132, 16), 264);   // one (partly empty) group
-  EXPECT_EQ(sparse_plan_target(132, 72), 132);   // 72 heads: 2 groups
-  EXPECT_EQ(sparse_plan_target(132, 192), 88);   // 3 groups
-  EXPECT_EQ(sparse_plan_target(100, 192), 67);   // ceil(200 / 3)
-  // Degenerate inputs still give a usable target.
-  EXPECT_EQ(sparse_plan_target(0, 128), 1);
-  EXPECT_EQ(sparse_plan_target(132, 0), 264);
+// The fastest measured split count of each shape of the split_k sweep on an H100 (132 SMs,
+// scripts/fit_split_plan.py over mla-bench --sweep split_k; the times are medians in us of 1, 2, 4,
+// 8, ... forced splits per token, e.g. batch 1 x 2 tokens, H 128, K 2048: 157.9, 87.2, 55.9, 40.3,
+// 37.8 (16), 44.3 (32)). The model must pick it on every shape.
+TEST(SparseMqaPlanSplits, PicksTheFastestMeasuredSplitsOfTheH100Sweep) {
+  struct Measured {
+    int64_t tokens;
+    int32_t heads, topk, fastest;
+  };
+  const Measured sweep[] = {
+      {2, 128, 2048, 16}, {8, 128, 2048, 8},  {32, 128, 2048, 2}, {128, 128, 2048, 1},
+      {2, 128, 512, 8},   {32, 128, 512, 2},  {2, 128, 8192, 32}, {32, 128, 8192, 2},
+      {2, 16, 2048, 16},  {2, 64, 2048, 16},  {32, 16, 2048, 4},  {32, 64, 2048, 4},
+  };
+  for (const Measured& m : sweep)
+    EXPECT_EQ(sparse_plan_splits(m.tokens, m.heads, m.topk, 132), m.fastest)
+        << m.tokens << " tokens, " << m.heads << " heads, K " << m.topk;
 }
 
-TEST(SparseMqaPlanTarget, TheMeasuredShapeIsNoLongerSplit) {
-  // batch 128 x 2 tokens, 128 heads, K 2048 on an H200 (132 SMs): one item per token.
-  const SparseMqaPlan p = plan_sparse_mqa(256, 2048, sparse_plan_target(132, 128));
+TEST(SparseMqaPlanSplits, TheDecodeShapeIsNotSplit) {
+  // batch 128 x 2 tokens, 128 heads, K 2048 (FlashMLA's decode shape): splitting in two added fp32
+  // partials and the combine for no occupancy gain (H200: 853 -> 755 us without the split).
+  EXPECT_EQ(sparse_plan_splits(256, 128, 2048, 132), 1);
+  const SparseMqaPlan p = plan_sparse_mqa_on_device(256, 128, 2048, 132);
   EXPECT_EQ(p.items.size(), 256u);
   EXPECT_EQ(p.num_partials, 0);
-  // Batch 1 x 2 tokens still fills the device: 66 items per token, capped at 32 blocks.
-  const SparseMqaPlan q = plan_sparse_mqa(2, 2048, sparse_plan_target(132, 128));
-  EXPECT_EQ(q.items.size(), 64u);
+}
+
+TEST(SparseMqaPlanSplits, StaysWithinTheColumnBlocksAndHandlesDegenerateInputs) {
+  EXPECT_EQ(sparse_plan_splits(1, 128, 64, 132), 1);  // one block: nothing to split
+  // 1000 SMs would take far more splits than K 192's 3 column blocks: capped at 3.
+  EXPECT_EQ(sparse_plan_splits(1, 16, 192, 1000), 3);
+  EXPECT_EQ(sparse_plan_splits(0, 128, 2048, 132), 1);
+  EXPECT_EQ(sparse_plan_splits(2, 128, 0, 132), 1);
+  EXPECT_EQ(sparse_plan_splits(2, 128, 2048, 0), 1);
+  // The plan on the device gives every token the chosen split count.
+  const SparseMqaPlan q = plan_sparse_mqa_on_device(2, 128, 2048, 132);
+  EXPECT_EQ(q.items.size(), 32u);
+  EXPECT_EQ(q.num_partials, 32);
 }
 
 }  // namespace
