@@ -310,6 +310,9 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   if (w.ntiles > 0) {
     load_q_tile(a, w.t, w.h0, smem + kOffQ, sbase + kOffQ, [](int row, int chunk) { return tile_offset(row, chunk); },
                 ctid);
+    // cp.async.wait_group waits only for committed groups: without the commit the Q copies could
+    // still be in flight when the first S reads Q (last-issued head rows stale, timing-dependent).
+    attn_dev::cp_async_commit();
     attn_dev::cp_async_wait<0>();
     wgmma::fence_proxy_async();  // Q written by this thread -> visible to wgmma
   }
