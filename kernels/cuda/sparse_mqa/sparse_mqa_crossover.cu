@@ -11,7 +11,8 @@
 // (blockIdx.x = item * head_groups + group, head_groups even: the cluster's CTAs are adjacent);
 // per 64-column tile CTA rank r dequantizes columns 32 r .. 32 r + 31 only and writes each bf16 row
 // into its own K tile and, through distributed shared memory, into its partner's K tile at the same
-// offset. Each CTA then multiplies all 64 columns for its 64 heads.
+// offset (st.async: the store's bytes count against the partner's full barrier of that stage).
+// Each CTA then multiplies all 64 columns for its 64 heads.
 //
 // CTA = 384 threads, one CTA per SM, clusters of 2 (__cluster_dims__):
 //   warpgroup 0, producer (setmaxnreg 88): warp w dequantizes keys 8 w .. 8 w + 7 of the CTA's half
@@ -21,7 +22,8 @@
 //     converting any, bytes [8 l, 8 l + 8) and [256 + 8 l, + 8) of the entry's FP8 part, scale word
 //     l % 4 (the two scales it needs come by shuffle) and RoPE word l; converts with dequant8 (the
 //     gather's bits) and stores each 16-byte chunk to its own stage (st.shared) and to the
-//     partner's (st.shared::cluster at the mapa address). An invalid key's row is written as zeros
+//     partner's (st.async at the mapa address, completing bytes on the partner's full[s]). An
+//     invalid key's row is written as zeros
 //     (loads skipped; zero bytes times a zero scale dequantize to +0), so that P V never multiplies
 //     stale bytes. The 16-byte stores of 8 lanes cover one 128-byte row of a swizzled block: no
 //     bank conflicts.
@@ -34,20 +36,25 @@
 //     its 32 columns comes from the index row (one load per lane, a ballot), the producer's rule.
 //   Per tile t (stage s = t & 1, its (t >> 1)-th use: parity (t >> 1) & 1):
 //     producer: entry loads; wait empty[s] (t >= 2: both CTAs' consumers are done with tile
-//       t - 2); dequantize and store; fence.proxy.async.shared::cluster (its generic-proxy stores,
-//       local and remote, before the consumers' wgmma reads); arrive on the partner's full[s]
-//       (release, cluster scope) and on its own (release, CTA scope: its own rows).
+//       t - 2); dequantize and store; fence.proxy.async (its own rows, st.shared, before the
+//       consumers' wgmma reads); arrive on its own full[s] (release, CTA scope), thread 0 with
+//       expect_tx of the partner's half (32 rows x 1152 bytes, which the partner's st.async
+//       complete). No cluster-scope release per tile: the partner's rows are published by the
+//       transaction count, not by a fence.
 //     consumers: ballot of valid columns; wgmma_wait<0> (P V of tile t - 1 done; lane 0 of each
 //       warp then arrives on empty[(t - 1) & 1] of both CTAs when tile t + 1 reuses that stage);
-//       wait full[s] (acquire, cluster scope); S_t; softmax; (C1) named barrier of the 256
+//       wait full[s] (acquire, cluster scope), fence.proxy.async (the partner's st.async rows, then
+//       read by wgmma); S_t; softmax; (C1) named barrier of the 256
 //       consumer threads: both tile maxima visible, both P V of tile t - 1 done; P, O *= factor,
 //       fence.proxy.async; (C2) named barrier: P complete; issue P V_t. (Waiting for P V_{t-1}
 //       with wgmma_wait<1> after issuing S_t made ptxas serialize every wgmma, C7514.)
-//   mbarriers (per CTA): full[2], 256 arrivals (every producer thread of both CTAs; complete when
-//   both halves of the stage are written), empty[2], 16 arrivals (lane 0 of every consumer warp of
+//   mbarriers (per CTA): full[2], 128 arrivals (this CTA's producer threads) and 36,864 bytes of
+//   transactions (the partner's half; complete when both halves of the stage are written; a
+//   partner's st.async may land before this CTA's expect_tx, which the transaction count allows),
+//   empty[2], 16 arrivals (lane 0 of every consumer warp of
 //   both CTAs; release at CTA scope: the arrival publishes no data, the warpgroup's wgmma reads of
 //   the stage are complete when wgmma_wait returns). A cluster barrier after the mbarrier inits
-//   (the partner arrives on them and writes the K stages) and one before exit (no CTA leaves while
+//   (the partner's st.async complete on them and write the K stages) and one before exit (no CTA leaves while
 //   its partner may still reach its shared memory).
 // Results equal the `wgmma` kernel's bit for bit in the dequantized keys and up to fp32
 // accumulation order elsewhere (same products, same softmax step, same epilogue).
@@ -63,8 +70,10 @@
 // stage adds 72 KiB (a multiple of 1024).
 // Registers: 168 per thread at launch (__launch_bounds__(384, 1)); the producer releases
 // 128 x (168 - 88), the consumers take 256 x (208 - 168): equal, as setmaxnreg.inc needs. No
-// spills (ptxas -v). A cluster-scope release costs a MEMBAR.GPU: the producer pays two per tile
-// (the proxy fence and the partner's arrival).
+// spills (ptxas -v). Plain st.shared::cluster stores published by a cluster-scope release would
+// cost a MEMBAR.GPU per producer thread and tile; st.async needs none.
+// The Q tile's cp.async group is committed before it is waited on: cp.async.wait_group covers
+// committed groups only, and an uncommitted copy may still be in flight when S first reads Q.
 #include "kernels/cuda/sparse_mqa/sparse_mqa_impls.h"
 
 #include <cuda_runtime.h>
@@ -104,7 +113,8 @@ constexpr int kOffMax = kOffP + kBlockBytes;
 constexpr int kOffSum = kOffMax + 2 * kHeads * 4;
 constexpr int kOffBar = kOffSum + 2 * kHeads * 4;
 constexpr int kSmemBytes = 1024 + kOffBar + 4 * 8;
-constexpr int kFullArrivals = 2 * 128;              // every producer thread of both CTAs
+constexpr int kFullArrivals = 128;                  // this CTA's producer threads
+constexpr uint32_t kPartnerHalfBytes = kHalf * kDl * 2;  // the partner's rows of a stage (st.async)
 constexpr int kEmptyArrivals = 2 * 4 * kConsumerWgs;  // lane 0 of every consumer warp of both CTAs
 constexpr int kConsumerBarrier = 1;                 // named barrier of the consumer warpgroups
 static_assert(kLaunchRegs == 168, "384 threads");
@@ -148,23 +158,17 @@ __device__ __forceinline__ void cluster_sync() {
       "barrier.cluster.wait.acquire.aligned;\n" ::
           : "memory");
 }
-__device__ __forceinline__ void st_cluster_v4(uint32_t addr, uint4 v) {
-  asm volatile("st.shared::cluster.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z),
-               "r"(v.w)
+// Stores to the partner's shared memory at shared::cluster address `addr`; the bytes, once written,
+// complete that many transactions of the partner's mbarrier at shared::cluster address `bar`.
+__device__ __forceinline__ void st_async_v4(uint32_t addr, uint4 v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(addr),
+               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(bar)
                : "memory");
 }
-__device__ __forceinline__ void st_cluster_u32(uint32_t addr, uint32_t v) {
-  asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
-}
-// Orders this thread's earlier generic-proxy shared-memory accesses (its own CTA's and the
-// partner's) before later async-proxy ones.
-__device__ __forceinline__ void fence_proxy_async_cluster() {
-  asm volatile("fence.proxy.async.shared::cluster;\n" ::: "memory");
-}
-// Arrive on the mbarrier at shared::cluster address `bar` (release, cluster scope: this thread's
-// earlier writes to either CTA's shared memory are visible to whoever acquires the phase).
-__device__ __forceinline__ void mbar_arrive_release_cluster(uint32_t bar) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
+__device__ __forceinline__ void st_async_u32(uint32_t addr, uint32_t v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(addr), "r"(v),
+               "r"(bar)
+               : "memory");
 }
 // Arrive on the mbarrier at shared::cluster address `bar` (release, CTA scope). For the empty
 // barriers: the arrival publishes no data, it only says that this warpgroup's wgmma reads of a
@@ -173,7 +177,7 @@ __device__ __forceinline__ void mbar_arrive_remote(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 // Spins until the phase with parity `parity` of this CTA's mbarrier `bar` has completed (acquire,
-// cluster scope: the arrivals include the partner's releases). No timeout (wgmma_device.cuh's
+// cluster scope: the phase includes the partner's st.async transactions). No timeout (wgmma_device.cuh's
 // mbar_wait says why).
 __device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;
@@ -252,13 +256,17 @@ __device__ __forceinline__ void produce(const SparseArgs& a, const CtaWork& w, u
       *reinterpret_cast<uint4*>(smem + o0) = v0;
       *reinterpret_cast<uint4*>(smem + o1) = v1;
       *reinterpret_cast<uint32_t*>(smem + orope) = rope[k];
-      st_cluster_v4(peer_base + o0, v0);
-      st_cluster_v4(peer_base + o1, v1);
-      st_cluster_u32(peer_base + orope, rope[k]);
+      const uint32_t peer_full = peer_base + bar_full(s);
+      st_async_v4(peer_base + o0, v0, peer_full);
+      st_async_v4(peer_base + o1, v1, peer_full);
+      st_async_u32(peer_base + orope, rope[k], peer_full);
     }
-    fence_proxy_async_cluster();  // this thread's stores (both CTAs) -> visible to wgmma
-    mbar_arrive_release_cluster(peer_base + bar_full(s));
-    wgmma::mbar_arrive(sbase + bar_full(s));  // the local rows: release at CTA scope suffices
+    wgmma::fence_proxy_async();  // this thread's own-stage stores -> visible to wgmma
+    if (pw == 0 && lane == 0) {
+      wgmma::mbar_arrive_expect_tx(sbase + bar_full(s), kPartnerHalfBytes);
+    } else {
+      wgmma::mbar_arrive(sbase + bar_full(s));
+    }
   }
 }
 
@@ -346,6 +354,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
       wgmma::mbar_arrive(bar);
     }
     mbar_wait_cluster(sbase + bar_full(s), (tile >> 1) & 1);
+    wgmma::fence_proxy_async();  // the partner's rows (st.async) -> visible to this thread's wgmma
 
     // S[64][32 cw .. 32 cw + 31] = Q K^T over 576 = 36 k16 steps.
     float sc[16];
