@@ -51,11 +51,12 @@
 //   mbarriers (per CTA): full[2], 128 arrivals (this CTA's producer threads) and 36,864 bytes of
 //   transactions (the partner's half; complete when both halves of the stage are written; a
 //   partner's st.async may land before this CTA's expect_tx, which the transaction count allows),
-//   empty[2], 16 arrivals (lane 0 of every consumer warp of
-//   both CTAs; release at CTA scope: the arrival publishes no data, the warpgroup's wgmma reads of
-//   the stage are complete when wgmma_wait returns). A cluster barrier after the mbarrier inits
-//   (the partner's st.async complete on them and write the K stages) and one before exit (no CTA leaves while
-//   its partner may still reach its shared memory).
+//   empty[2], 16 arrivals (lane 0 of every consumer warp of both CTAs, after wgmma_wait: the
+//   warpgroup's reads of the stage are complete; the partner's arrivals release at cluster scope
+//   and the producer acquires at cluster scope, since it then overwrites the stage in both CTAs).
+//   A cluster barrier after the mbarrier inits (the partner's st.async complete on them and write
+//   the K stages) and one before exit (no CTA leaves while its partner may still reach its shared
+//   memory).
 // Results equal the `wgmma` kernel's bit for bit in the dequantized keys and up to fp32
 // accumulation order elsewhere (same products, same softmax step, same epilogue).
 //
@@ -170,11 +171,13 @@ __device__ __forceinline__ void st_async_u32(uint32_t addr, uint32_t v, uint32_t
                "r"(bar)
                : "memory");
 }
-// Arrive on the mbarrier at shared::cluster address `bar` (release, CTA scope). For the empty
-// barriers: the arrival publishes no data, it only says that this warpgroup's wgmma reads of a
-// stage are complete (wgmma_wait returned), and a store that the arrival enables cannot overtake it.
-__device__ __forceinline__ void mbar_arrive_remote(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
+// Arrive on the mbarrier at shared::cluster address `bar` (release, cluster scope). For the empty
+// barriers: the arrival says that this warpgroup's wgmma reads of a stage are complete
+// (wgmma_wait returned); the partner's producer, which acquires it at cluster scope, then
+// overwrites the stage (the reads happen before those writes in the memory model, not only in
+// fact).
+__device__ __forceinline__ void mbar_arrive_release_cluster(uint32_t bar) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 // Spins until the phase with parity `parity` of this CTA's mbarrier `bar` has completed (acquire,
 // cluster scope: the phase includes the partner's st.async transactions). No timeout (wgmma_device.cuh's
@@ -234,7 +237,7 @@ __device__ __forceinline__ void produce(const SparseArgs& a, const CtaWork& w, u
     }
     slot = half_slot(w, tile + 1, rank, pw, lane);  // in flight beside this tile's loads
     // Both CTAs' consumers are done with tile - 2, the stage's previous use.
-    if (tile >= 2) wgmma::mbar_wait(sbase + bar_empty(s), ((tile >> 1) - 1) & 1);
+    if (tile >= 2) mbar_wait_cluster(sbase + bar_empty(s), ((tile >> 1) - 1) & 1);
     // Byte offset of this warp's first row in the stage. Opaque to the compiler, so that the
     // per-row offsets below are computed in the loop instead of being hoisted out of it into 24
     // registers (which spilled at the producer's register budget).
@@ -350,7 +353,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     wgmma::fence_operands(o[1]);
     if (tile >= 1 && tile + 1 < w.ntiles && lane == 0) {
       const uint32_t bar = sbase + bar_empty((tile - 1) & 1);
-      mbar_arrive_remote(peer_base + (bar - sbase));
+      mbar_arrive_release_cluster(peer_base + (bar - sbase));
       wgmma::mbar_arrive(bar);
     }
     mbar_wait_cluster(sbase + bar_full(s), (tile >> 1) & 1);

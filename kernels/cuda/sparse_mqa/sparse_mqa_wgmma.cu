@@ -38,10 +38,11 @@
 // run, which fits beside Q (72 KB) and two K tiles (2 x 72 KB) only with the raw entries staged in
 // registers instead of shared memory: the `crossover` kernel (sparse_mqa_crossover.cu) does that,
 // with each key dequantized once per pair of 64-head CTAs. The softmax step, the item's rows and
-// the product issues are shared with it (sparse_mqa_wgmma_steps.cuh). One CTA streams a tile of 64 keys in about 4.4 us when alone
-// on the GPU (the split_k sweep's fit, lib/pipeline/sparse_mqa_plan.h), about 1.8 TFLOP/s of one
-// SM's 7.5; at FlashMLA's decode shape on an H100 it reaches 229-237 TFLOP/s, FlashMLA 9241ae3
-// through adapters/flashmla.py 329-331 in the same run (lead 1,000,000 cycles; docs/performance.md).
+// the product issues are shared with it (sparse_mqa_wgmma_steps.cuh). One CTA streams a tile of
+// 64 keys in about 4.4 us when alone on the GPU (the split_k sweep's fit,
+// lib/pipeline/sparse_mqa_plan.h), about 1.8 TFLOP/s of one SM's 7.5; at FlashMLA's decode shape
+// on an H100 it reaches 229-237 TFLOP/s, FlashMLA 9241ae3 through adapters/flashmla.py 329-331 in
+// the same run (lead 1,000,000 cycles; docs/performance.md).
 #include "kernels/cuda/sparse_mqa/sparse_mqa_impls.h"
 
 #include <cuda_runtime.h>
