@@ -52,8 +52,8 @@
 //   transactions (the partner's half; complete when both halves of the stage are written; a
 //   partner's st.async may land before this CTA's expect_tx, which the transaction count allows),
 //   empty[2], 16 arrivals (lane 0 of every consumer warp of both CTAs, after wgmma_wait: the
-//   warpgroup's reads of the stage are complete; the partner's arrivals release at cluster scope
-//   and the producer acquires at cluster scope, since it then overwrites the stage in both CTAs).
+//   warpgroup's reads of the stage are complete; the arrivals publish no data, so they release
+//   at CTA scope, the default, and the producer's wait acquires at CTA scope).
 //   A cluster barrier after the mbarrier inits (the partner's st.async complete on them and write
 //   the K stages) and one before exit (no CTA leaves while its partner may still reach its shared
 //   memory).
@@ -116,6 +116,8 @@ constexpr int kOffBar = kOffSum + 2 * kHeads * 4;
 constexpr int kSmemBytes = 1024 + kOffBar + 4 * 8;
 constexpr int kFullArrivals = 128;                  // this CTA's producer threads
 constexpr uint32_t kPartnerHalfBytes = kHalf * kDl * 2;  // the partner's rows of a stage (st.async)
+static_assert(kPartnerHalfBytes == 128 * kBatch * (16 + 16 + 4) && kPartnerHalfBytes < (1u << 20),
+              "every producer thread sends 8 keys x 36 bytes per tile; within an mbarrier's transaction range");
 constexpr int kEmptyArrivals = 2 * 4 * kConsumerWgs;  // lane 0 of every consumer warp of both CTAs
 constexpr int kConsumerBarrier = 1;                 // named barrier of the consumer warpgroups
 static_assert(kLaunchRegs == 168, "384 threads");
@@ -171,18 +173,22 @@ __device__ __forceinline__ void st_async_u32(uint32_t addr, uint32_t v, uint32_t
                "r"(bar)
                : "memory");
 }
-// Arrive on the mbarrier at shared::cluster address `bar` (release, cluster scope). For the empty
-// barriers: the arrival says that this warpgroup's wgmma reads of a stage are complete
-// (wgmma_wait returned); the partner's producer, which acquires it at cluster scope, then
-// overwrites the stage (the reads happen before those writes in the memory model, not only in
-// fact).
-__device__ __forceinline__ void mbar_arrive_release_cluster(uint32_t bar) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
+// Arrive on the mbarrier at shared::cluster address `bar` (release, CTA scope: the default). For
+// the empty barriers: the arrival publishes no data, it says that this warpgroup's wgmma reads of
+// a stage are complete (wgmma_wait returned), so the producer that waits for it may overwrite the
+// stage. A cluster-scope release would put a MEMBAR.GPU before every consumer warp's arrival, each
+// tile, between the wait for P V and the next S (CUTLASS's ClusterBarrier::arrive(cta_id) uses
+// the default scope for the same purpose).
+__device__ __forceinline__ void mbar_arrive_remote(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 // Spins until the phase with parity `parity` of this CTA's mbarrier `bar` has completed (acquire,
-// cluster scope: the phase includes the partner's st.async transactions). No timeout (wgmma_device.cuh's
-// mbar_wait says why).
+// cluster scope: the phase includes the partner's st.async transactions). No timeout but under
+// -DMLA_MBAR_WATCHDOG (wgmma_device.cuh's mbar_wait says why).
 __device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
+#if defined(MLA_MBAR_WATCHDOG)
+  const long long start = clock64();
+#endif
   uint32_t done = 0;
   do {
     asm volatile(
@@ -194,6 +200,15 @@ __device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity)
         : "=r"(done)
         : "r"(bar), "r"(parity)
         : "memory");
+#if defined(MLA_MBAR_WATCHDOG)
+    if (done == 0 && clock64() - start > 4000000000LL) {  // wgmma_device.cuh's mbar_wait: the same watchdog
+      if ((threadIdx.x & 31) == 0) {
+        printf("mbar_wait_cluster stuck: bar 0x%x parity %u block %d thread %d\n", bar, parity,
+               static_cast<int>(blockIdx.x), static_cast<int>(threadIdx.x));
+      }
+      __trap();
+    }
+#endif
   } while (done == 0);
 }
 // The 256 consumer threads (both consumer warpgroups).
@@ -237,7 +252,7 @@ __device__ __forceinline__ void produce(const SparseArgs& a, const CtaWork& w, u
     }
     slot = half_slot(w, tile + 1, rank, pw, lane);  // in flight beside this tile's loads
     // Both CTAs' consumers are done with tile - 2, the stage's previous use.
-    if (tile >= 2) mbar_wait_cluster(sbase + bar_empty(s), ((tile >> 1) - 1) & 1);
+    if (tile >= 2) wgmma::mbar_wait(sbase + bar_empty(s), ((tile >> 1) - 1) & 1);
     // Byte offset of this warp's first row in the stage. Opaque to the compiler, so that the
     // per-row offsets below are computed in the loop instead of being hoisted out of it into 24
     // registers (which spilled at the producer's register budget).
@@ -353,7 +368,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     wgmma::fence_operands(o[1]);
     if (tile >= 1 && tile + 1 < w.ntiles && lane == 0) {
       const uint32_t bar = sbase + bar_empty((tile - 1) & 1);
-      mbar_arrive_release_cluster(peer_base + (bar - sbase));
+      mbar_arrive_remote(peer_base + (bar - sbase));
       wgmma::mbar_arrive(bar);
     }
     mbar_wait_cluster(sbase + bar_full(s), (tile >> 1) & 1);
