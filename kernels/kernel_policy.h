@@ -15,11 +15,13 @@
 
 namespace mla {
 
-// The requested implementation; a launcher falls back wgmma -> tc -> simple where the build, the
-// device or the operands' alignment rule the requested one out (sparse_mqa_launcher.h,
-// dense_mha_launcher.h say when). `simple` is the fp32 CUDA-core correctness baseline, `tc`
-// tensor cores through mma.sync, `wgmma` Hopper warpgroup MMA (sm_90a builds only).
-enum class SparseMqaImpl { kWgmma, kTc, kSimple };
+// The requested implementation; a launcher falls back (crossover ->) wgmma -> tc -> simple where
+// the build, the device, the operands' alignment or (crossover) the head count rule the requested
+// one out (sparse_mqa_launcher.h, dense_mha_launcher.h say when). `simple` is the fp32 CUDA-core
+// correctness baseline, `tc` tensor cores through mma.sync, `wgmma` Hopper warpgroup MMA (sm_90a
+// builds only), `crossover` the `wgmma` products with each key dequantized once per pair of
+// 64-head CTAs (a 2-CTA cluster sharing the bf16 keys through distributed shared memory).
+enum class SparseMqaImpl { kCrossover, kWgmma, kTc, kSimple };
 enum class DenseMhaImpl { kWgmma, kTc, kSimple };
 
 // How the dense `wgmma` kernel's CTAs take work items: a persistent grid of min(items, SMs) CTAs
@@ -50,15 +52,16 @@ struct KernelPolicy {
   bool operator!=(const KernelPolicy& o) const { return !(*this == o); }
 };
 
-// Names: "wgmma" | "tc" | "simple", "persistent" | "grid", "off" | "scores" | "values".
+// Names: "crossover" | "wgmma" | "tc" | "simple" (sparse MQA), "wgmma" | "tc" | "simple" (dense
+// MHA), "persistent" | "grid", "off" | "scores" | "values".
 const char* to_string(SparseMqaImpl v);
 const char* to_string(DenseMhaImpl v);
 const char* to_string(DenseWgmmaSchedule v);
 const char* to_string(DenseWgmmaDebug v);
 
 // The value named by `text` (exactly one of the names above); else an error that quotes the text
-// and lists the names, e.g. "unknown sparse MQA implementation 'fastest' (expected 'wgmma', 'tc'
-// or 'simple')".
+// and lists the names, e.g. "unknown sparse MQA implementation 'fastest' (expected 'crossover',
+// 'wgmma', 'tc' or 'simple')".
 Status parse(std::string_view text, SparseMqaImpl* out);
 Status parse(std::string_view text, DenseMhaImpl* out);
 Status parse(std::string_view text, DenseWgmmaSchedule* out);

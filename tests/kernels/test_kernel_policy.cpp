@@ -22,6 +22,7 @@ E parsed(const char* text) {
 }
 
 TEST(KernelPolicy, NamesParseToTheirValues) {
+  EXPECT_EQ(parsed<SparseMqaImpl>("crossover"), SparseMqaImpl::kCrossover);
   EXPECT_EQ(parsed<SparseMqaImpl>("wgmma"), SparseMqaImpl::kWgmma);
   EXPECT_EQ(parsed<SparseMqaImpl>("tc"), SparseMqaImpl::kTc);
   EXPECT_EQ(parsed<SparseMqaImpl>("simple"), SparseMqaImpl::kSimple);
@@ -36,6 +37,7 @@ TEST(KernelPolicy, NamesParseToTheirValues) {
 }
 
 TEST(KernelPolicy, ToStringNamesEveryValue) {
+  EXPECT_STREQ(to_string(SparseMqaImpl::kCrossover), "crossover");
   EXPECT_STREQ(to_string(SparseMqaImpl::kWgmma), "wgmma");
   EXPECT_STREQ(to_string(SparseMqaImpl::kTc), "tc");
   EXPECT_STREQ(to_string(SparseMqaImpl::kSimple), "simple");
@@ -54,7 +56,7 @@ TEST(KernelPolicy, UnknownNamesAreErrors) {
   SparseMqaImpl sparse = SparseMqaImpl::kTc;
   mla::Status st = mla::parse("fastest", &sparse);
   EXPECT_FALSE(st.ok());
-  EXPECT_EQ(st.message(), "unknown sparse MQA implementation 'fastest' (expected 'wgmma', 'tc' or 'simple')");
+  EXPECT_EQ(st.message(), "unknown sparse MQA implementation 'fastest' (expected 'crossover', 'wgmma', 'tc' or 'simple')");
   EXPECT_EQ(sparse, SparseMqaImpl::kTc);
 
   DenseWgmmaSchedule schedule = DenseWgmmaSchedule::kGrid;

@@ -1,6 +1,6 @@
 // The sparse MQA family's shared constants: what the launcher sizes grids with and what the
-// implementations' kernels (sparse_mqa_simple.cu, sparse_mqa_tc.cu, sparse_mqa_wgmma.cu) and their
-// staging helpers (sparse_mqa_device.cuh) agree on. CUDA-free.
+// implementations' kernels (sparse_mqa_simple.cu, sparse_mqa_tc.cu, sparse_mqa_wgmma.cu,
+// sparse_mqa_crossover.cu) and their staging helpers (sparse_mqa_device.cuh) agree on. CUDA-free.
 #pragma once
 
 namespace mla::sparse_dev {
@@ -11,6 +11,7 @@ inline constexpr int kTile = 64;  // top-k columns per tile (every implementatio
 inline constexpr int kSimpleHeads = 16;
 inline constexpr int kTcHeads = 64;
 inline constexpr int kWgmmaHeads = 64;
+inline constexpr int kCrossoverHeads = 64;  // per CTA; the two CTAs of a cluster: 128
 
 // The staging helpers of the tensor-core kernels (`tc` and `wgmma`): 8 warps, 64 heads and
 // 64-entry tiles per CTA.

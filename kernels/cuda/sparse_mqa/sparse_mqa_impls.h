@@ -38,6 +38,19 @@ bool runs_on(int device);
 Status launch(const sparse_dev::SparseArgs& a, dim3 grid, cudaStream_t stream);
 }  // namespace sparse_wgmma
 
+// sparse_mqa_crossover.cu, built only for sm_90a when MLA_HAVE_WGMMA is 1: warpgroup MMA with the
+// key dequantization split between the two CTAs of a cluster (clusters of 2 adjacent CTAs: the
+// grid's head_groups must be even, else launch returns an error without launching). The `tc`
+// contract.
+namespace sparse_crossover {
+int smem_bytes();
+// True when `device` is compute capability 9.0, the sm_90a image of the kernel loads there with
+// the register count its setmaxnreg budget assumes, and a cluster of two of its CTAs fits. Cached
+// per device; clears the runtime error a failed probe leaves.
+bool runs_on(int device);
+Status launch(const sparse_dev::SparseArgs& a, dim3 grid, cudaStream_t stream);
+}  // namespace sparse_crossover
+
 // sparse_mqa_combine.cu: merges the fp32 partials of the tokens whose top-k range the plan split
 // (split_offsets[t + 1] > split_offsets[t]) into out_lat and lse; one warp per (planned token, head).
 namespace sparse_combine {

@@ -17,16 +17,28 @@ namespace {
 
 using cuda_io::aligned_to;
 
+// Whether `num_heads` makes an even number of 64-head groups: the crossover kernel's clusters pair
+// the two adjacent CTAs of one work item.
+bool heads_fit_crossover(int32_t num_heads) {
+  return ((num_heads + sparse_dev::kCrossoverHeads - 1) / sparse_dev::kCrossoverHeads) % 2 == 0;
+}
+
 // What runs for `requested` on `device` (`optin` bytes of shared memory per block) with inputs
-// that are (not) `aligned` (inputs_aligned).
-SparseMqaImpl choose_impl(SparseMqaImpl requested, bool aligned, int device, int optin) {
+// that are (not) `aligned` (inputs_aligned) and `num_heads` heads (0: a count whose head groups
+// come in pairs, for the answer that does not depend on the shape).
+SparseMqaImpl choose_impl(SparseMqaImpl requested, bool aligned, int device, int optin, int32_t num_heads) {
 #if MLA_HAVE_WGMMA
-  if (requested == SparseMqaImpl::kWgmma && aligned && optin >= sparse_wgmma::smem_bytes() &&
-      sparse_wgmma::runs_on(device)) {
+  if (requested == SparseMqaImpl::kCrossover && aligned && heads_fit_crossover(num_heads) &&
+      optin >= sparse_crossover::smem_bytes() && sparse_crossover::runs_on(device)) {
+    return SparseMqaImpl::kCrossover;
+  }
+  if ((requested == SparseMqaImpl::kCrossover || requested == SparseMqaImpl::kWgmma) && aligned &&
+      optin >= sparse_wgmma::smem_bytes() && sparse_wgmma::runs_on(device)) {
     return SparseMqaImpl::kWgmma;
   }
 #else
   (void)device;
+  (void)num_heads;
 #endif
   return requested != SparseMqaImpl::kSimple && aligned && optin >= sparse_tc::smem_bytes() ? SparseMqaImpl::kTc
                                                                                             : SparseMqaImpl::kSimple;
@@ -38,10 +50,10 @@ bool inputs_aligned(const SparseMqaParams& p) {
   return cache_aligned(p) && aligned_to(p.out_lat, 4) && aligned_to(p.partial_out, 8);
 }
 
-Status chosen(SparseMqaImpl requested, bool aligned, int device, SparseMqaImpl* runs) {
+Status chosen(SparseMqaImpl requested, bool aligned, int32_t num_heads, int device, SparseMqaImpl* runs) {
   int optin = 0;
   MLA_RETURN_IF_ERROR(smem_optin(device, &optin));
-  *runs = choose_impl(requested, aligned, device, optin);
+  *runs = choose_impl(requested, aligned, device, optin, num_heads);
   return Status();
 }
 
@@ -79,15 +91,20 @@ Status launch_sparse_mqa(const SparseMqaParams& p, SparseMqaImpl requested, cuda
   if (md.num_items > 0) {
     int device = 0, optin = 0;
     MLA_RETURN_IF_ERROR(current_device_smem_optin(&device, &optin));
-    const SparseMqaImpl runs = choose_impl(requested, inputs_aligned(p), device, optin);
-    const int heads_per_cta = runs == SparseMqaImpl::kWgmma ? sparse_dev::kWgmmaHeads
-                              : runs == SparseMqaImpl::kTc  ? sparse_dev::kTcHeads
-                                                            : sparse_dev::kSimpleHeads;
+    const SparseMqaImpl runs = choose_impl(requested, inputs_aligned(p), device, optin, p.num_heads);
+    const int heads_per_cta = runs == SparseMqaImpl::kCrossover ? sparse_dev::kCrossoverHeads
+                              : runs == SparseMqaImpl::kWgmma   ? sparse_dev::kWgmmaHeads
+                              : runs == SparseMqaImpl::kTc      ? sparse_dev::kTcHeads
+                                                                : sparse_dev::kSimpleHeads;
     args.head_groups = (p.num_heads + heads_per_cta - 1) / heads_per_cta;
     const int64_t blocks = static_cast<int64_t>(md.num_items) * args.head_groups;
     MLA_RETURN_IF_ERROR(require_grid_x("launch_sparse_mqa", blocks));
     const dim3 grid(static_cast<unsigned>(blocks));
-    if (runs == SparseMqaImpl::kWgmma) {
+    if (runs == SparseMqaImpl::kCrossover) {
+#if MLA_HAVE_WGMMA
+      MLA_RETURN_IF_ERROR(sparse_crossover::launch(args, grid, stream));
+#endif
+    } else if (runs == SparseMqaImpl::kWgmma) {
 #if MLA_HAVE_WGMMA
       MLA_RETURN_IF_ERROR(sparse_wgmma::launch(args, grid, stream));
 #endif
@@ -104,12 +121,12 @@ Status launch_sparse_mqa(const SparseMqaParams& p, SparseMqaImpl requested, cuda
 }
 
 Status sparse_mqa_implementation(SparseMqaImpl requested, int device, SparseMqaImpl* runs) {
-  return chosen(requested, /*aligned=*/true, device, runs);
+  return chosen(requested, /*aligned=*/true, /*num_heads=*/0, device, runs);
 }
 
 Status sparse_mqa_implementation_for(const SparseMqaParams& p, SparseMqaImpl requested, int device,
                                      SparseMqaImpl* runs) {
-  return chosen(requested, inputs_aligned(p), device, runs);
+  return chosen(requested, inputs_aligned(p), p.num_heads, device, runs);
 }
 
 }  // namespace mla

@@ -36,10 +36,13 @@
 // (two warps per scheduler; latency-bound at FlashMLA's decode shape: issue 47 %, memory 50 %).
 // Overlapping them needs the next tile dequantized into a second K buffer while this tile's wgmma
 // run, which fits beside Q (72 KB) and two K tiles (2 x 72 KB) only with the raw entries staged in
-// registers instead of shared memory. One CTA streams a tile of 64 keys in about 4.4 us when alone
-// on the GPU (the split_k sweep's fit, lib/pipeline/sparse_mqa_plan.h), about 1.8 TFLOP/s of one
-// SM's 7.5; at FlashMLA's decode shape on an H100 it reaches 229-237 TFLOP/s, FlashMLA 9241ae3
-// through adapters/flashmla.py 329-331 in the same run (lead 1,000,000 cycles; docs/performance.md).
+// registers instead of shared memory: the `crossover` kernel (sparse_mqa_crossover.cu) does that,
+// with each key dequantized once per pair of 64-head CTAs. The softmax step, the item's rows and
+// the product issues are shared with it (sparse_mqa_wgmma_steps.cuh). One CTA streams a tile of
+// 64 keys in about 4.4 us when alone on the GPU (the split_k sweep's fit,
+// lib/pipeline/sparse_mqa_plan.h), about 1.8 TFLOP/s of one SM's 7.5; at FlashMLA's decode shape
+// on an H100 it reaches 229-237 TFLOP/s, FlashMLA 9241ae3 through adapters/flashmla.py 329-331 in
+// the same run (lead 1,000,000 cycles; docs/performance.md).
 #include "kernels/cuda/sparse_mqa/sparse_mqa_impls.h"
 
 #include <cuda_runtime.h>
@@ -52,6 +55,7 @@
 #include "kernels/cuda/common/cuda_check.h"
 #include "kernels/cuda/common/device_probe.h"
 #include "kernels/cuda/common/wgmma_device.cuh"
+#include "kernels/cuda/sparse_mqa/sparse_mqa_wgmma_steps.cuh"
 
 namespace mla::sparse_wgmma {
 namespace {
@@ -60,7 +64,7 @@ using namespace sparse_dev;  // NOLINT: this file's kernel is the header's user
 
 constexpr int kThreads = 256;
 constexpr int kHeads = kWgmmaHeads;
-constexpr int kBlockBytes = 64 * 128;  // one swizzled column block: 64 rows x 64 bf16
+constexpr int kBlockBytes = kWgmmaBlockBytes;
 constexpr int kBlocks = kDl / 64;      // 9 column blocks per Q / K row (8 nope + 1 RoPE)
 constexpr int kOffQ = 0;
 constexpr int kOffK = kOffQ + kBlocks * kBlockBytes;
@@ -95,6 +99,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_mqa_wgmma_kernel(const Spa
   const int g = lane / 4, tq = lane % 4;
   // This thread's two rows of S, P and O (m64 fragment layout, wgmma_device.cuh).
   const int row0 = 16 * (warp % 4) + g, row1 = row0 + 8;
+  const WgmmaRows rows{wg, row0, row1, tq};
 
   const auto [t, h0, kb, ke, ntiles, partial, idx_row] = cta_work(a, kHeads);
 
@@ -141,144 +146,31 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_mqa_wgmma_kernel(const Spa
 
     // S[64][32 wg .. 32 wg + 31] = Q K^T over 576 = 36 k16 steps.
     float s[16];
-    wgmma::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kDl / 16; ++kk) {
-      const uint32_t step = (kk / 4) * kBlockBytes + (kk % 4) * 32;
-      const uint64_t da = wgmma::desc_sw128(sbase + kOffQ + step, 16, 1024);
-      const uint64_t db = wgmma::desc_sw128(sbase + kOffK + step + 32 * wg * 128, 16, 1024);
-      wgmma::wgmma_m64n32k16_ss(s, da, db, kk > 0 ? 1 : 0);
-    }
-    wgmma::wgmma_commit();
+    issue_scores(s, sbase + kOffQ, sbase + kOffK, wg);
     wgmma::wgmma_wait<0>();
     wgmma::fence_operands(s);
 
-    // Softmax. s[4 i + 2 half + c] is row (half ? row1 : row0), column 32 wg + 8 i + 2 tq + c.
+    // Softmax (B3 inside: both warpgroups' tile maxima visible). s[4 i + 2 half + c] is column
+    // 32 wg + 8 i + 2 tq + c.
     const uint8_t* valid = s_valid + (tile & 1) * kTile + 32 * wg + 2 * tq;
-    float tmax[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t vb = *reinterpret_cast<const uint16_t*>(valid + 8 * i);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          float& x = s[4 * i + 2 * half + c];
-          x = ((vb >> (8 * c)) & 0xFFu) ? x * a.scale : -INFINITY;
-          tmax[half] = fmaxf(tmax[half], x);
-        }
-      }
-    }
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      tmax[half] = fmaxf(tmax[half], __shfl_xor_sync(kFullMask, tmax[half], 1));
-      tmax[half] = fmaxf(tmax[half], __shfl_xor_sync(kFullMask, tmax[half], 2));
-    }
-    if (tq == 0) {
-      s_max[wg * kHeads + row0] = tmax[0];
-      s_max[wg * kHeads + row1] = tmax[1];
-    }
-    __syncthreads();  // B3: both warpgroups' tile maxima visible
-    float factor[2];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = half ? row1 : row0;
-      factor[half] = attn_dev::raise_row_max(row_m[half], fmaxf(tmax[half], s_max[(1 - wg) * kHeads + row]));
-      row_l[half] *= factor[half];
-    }
-    float tsum[2] = {0.0f, 0.0f};
-    uint8_t* const p_base = smem + kOffP;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const float ref = attn_dev::exp_ref(row_m[half]);
-        const float p0 = expf(s[4 * i + 2 * half] - ref), p1 = expf(s[4 * i + 2 * half + 1] - ref);
-        tsum[half] += p0;
-        tsum[half] += p1;
-        const int row = half ? row1 : row0;
-        *reinterpret_cast<uint32_t*>(p_base + attn_dev::swizzled(row, 4 * wg + i, 128) + 4 * tq) =
-            attn_dev::pack_bf16x2(p0, p1);
-      }
-    }
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      tsum[half] += __shfl_xor_sync(kFullMask, tsum[half], 1);
-      tsum[half] += __shfl_xor_sync(kFullMask, tsum[half], 2);
-      row_l[half] += tsum[half];
-    }
-    // O *= factor (rows row0 / row1 are this thread's accumulator rows too).
-    if (!__all_sync(kFullMask, factor[0] == 1.0f && factor[1] == 1.0f)) {
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-#pragma unroll
-        for (int i = 0; i < 16; ++i) {
-          o[j][4 * i + 0] *= factor[0];
-          o[j][4 * i + 1] *= factor[0];
-          o[j][4 * i + 2] *= factor[1];
-          o[j][4 * i + 3] *= factor[1];
-        }
-      }
-    }
+    softmax_step(
+        s,
+        [&](int i, int c) {
+          const uint32_t vb = *reinterpret_cast<const uint16_t*>(valid + 8 * i);
+          return ((vb >> (8 * c)) & 0xFFu) != 0;
+        },
+        a.scale, s_max, smem + kOffP, rows, row_m, row_l, o, [] { __syncthreads(); });
     wgmma::fence_proxy_async();  // P written by this thread -> visible to wgmma
     __syncthreads();             // B4: all of P ready
 
     // O[64][256 wg .. 256 wg + 255] += P V.
-    wgmma::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk) {
-      const uint64_t da = wgmma::desc_sw128(sbase + kOffP + 32 * kk, 16, 1024);
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const uint32_t b = sbase + kOffK + (4 * wg + 2 * j) * kBlockBytes + 16 * kk * 128;
-        wgmma::wgmma_m64n128k16_ss_bt(o[j], da, wgmma::desc_sw128(b, kBlockBytes, 1024), 1);
-      }
-    }
-    wgmma::wgmma_commit();
+    issue_values(o, sbase + kOffP, sbase + kOffK, wg);
   }
   wgmma::wgmma_wait<0>();
   wgmma::fence_operands(o[0]);
   wgmma::fence_operands(o[1]);
 
-  // Epilogue: l = the two warpgroups' sums; O / l.
-  if (tq == 0) {
-    s_sum[wg * kHeads + row0] = row_l[0];
-    s_sum[wg * kHeads + row1] = row_l[1];
-  }
-  __syncthreads();
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int row = half ? row1 : row0, h = h0 + row;
-    if (h >= a.num_heads) continue;
-    const float l = s_sum[row] + s_sum[kHeads + row];
-    if (wg == 0 && tq == 0) {
-      const float v = row_lse(row_m[half], l);
-      if (partial < 0) {
-        a.lse[t * a.num_heads + h] = v;
-      } else {
-        a.partial_lse[static_cast<int64_t>(partial) * a.num_heads + h] = v;
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int col0 = 256 * wg + 128 * j + 2 * tq;
-      if (partial < 0) {
-        bf16_t* out = a.out_lat + (t * a.num_heads + h) * kDc + col0;
-#pragma unroll
-        for (int i = 0; i < 16; ++i) {
-          *reinterpret_cast<uint32_t*>(out + 8 * i) = attn_dev::pack_bf16x2(normalize(o[j][4 * i + 2 * half], l),
-                                                                            normalize(o[j][4 * i + 2 * half + 1], l));
-        }
-      } else {
-        float* out = a.partial_out + (static_cast<int64_t>(partial) * a.num_heads + h) * kDc + col0;
-#pragma unroll
-        for (int i = 0; i < 16; ++i) {
-          *reinterpret_cast<float2*>(out + 8 * i) =
-              make_float2(normalize(o[j][4 * i + 2 * half], l), normalize(o[j][4 * i + 2 * half + 1], l));
-        }
-      }
-    }
-  }
+  write_item_rows(a, t, h0, partial, o, row_m, row_l, s_sum, rows, [] { __syncthreads(); });
 #endif  // MLA_WGMMA_ENABLED
 }
 

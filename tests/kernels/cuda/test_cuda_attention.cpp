@@ -347,6 +347,9 @@ TEST_F(CudaAttentionTest, SparseMqaMatchesHost) {
       {72, 256, 3, 61, 0, 0, 2.0f, "heads-not-multiple-of-64"},
       {128, 2048, 2, 64, 0, 0, 1.0f, "decode-shape"},
       {32, 16384, 2, 64, 0, 0, 0.5f, "topk-16384"},
+      // Paired head groups (crossover) with a last tile of 8 columns: the second CTA's half of it
+      // lies wholly past topk; unaligned q (plain Q loads).
+      {128, 200, 3, 64, 32, 1, 1.0f, "partial-tile-paired-head-groups"},
   };
   Rng rng(98765);
   for (const SparseCase& c : cases) {
@@ -445,12 +448,14 @@ TEST_F(CudaAttentionTest, SparseMqaMatchesHost) {
         ASSERT_EQ(ref_lse[static_cast<std::size_t>(h)], -kInf) << "host: token 0 has no valid index";
       }
 
-      // wgmma runs only on sm_90a builds and devices (elsewhere it is tc again).
-      constexpr int kImpls = 3;
+      // wgmma and crossover run only on sm_90a builds and devices (elsewhere they are tc again);
+      // crossover only where the 64-head groups come in pairs (H = 72, 128 here; else wgmma).
+      constexpr int kImpls = 4;
       std::vector<bf16_t> impl_out[kImpls];
       std::vector<float> impl_lse[kImpls];
-      const mla::SparseMqaImpl impls[kImpls] = {mla::SparseMqaImpl::kWgmma, mla::SparseMqaImpl::kTc,
-                                                mla::SparseMqaImpl::kSimple};
+      const mla::SparseMqaImpl impls[kImpls] = {mla::SparseMqaImpl::kCrossover, mla::SparseMqaImpl::kWgmma,
+                                                mla::SparseMqaImpl::kTc, mla::SparseMqaImpl::kSimple};
+      const bool paired_head_groups = ((H + 63) / 64) % 2 == 0;
       for (int i = 0; i < kImpls; ++i) {
         SCOPED_TRACE(std::string("sparse_mqa=") + to_string(impls[i]));
         set_policy(*cuda_, [&](mla::KernelPolicy& k) { k.sparse_mqa = impls[i]; });
@@ -464,7 +469,10 @@ TEST_F(CudaAttentionTest, SparseMqaMatchesHost) {
         mla::SparseMqaImpl ran = mla::SparseMqaImpl::kSimple, aligned_runs = mla::SparseMqaImpl::kSimple;
         require(mla::sparse_mqa_implementation_for(params(kCuda), impls[i], device_of(*cuda_), &ran), "implementation");
         require(mla::sparse_mqa_implementation(impls[i], device_of(*cuda_), &aligned_runs), "implementation");
-        EXPECT_EQ(to_string(ran), std::string(to_string(aligned_runs))) << name;
+        const mla::SparseMqaImpl expected =
+            aligned_runs == mla::SparseMqaImpl::kCrossover && !paired_head_groups ? mla::SparseMqaImpl::kWgmma
+                                                                                   : aligned_runs;
+        EXPECT_EQ(to_string(ran), std::string(to_string(expected))) << name;
         impl_out[i] = d_out->read<bf16_t>(kCuda, "out_lat");
         impl_lse[i] = d_lse->read<float>(kCuda, "lse");
         (void)d_pout->read<float>(kCuda, "partial_out");  // guards
@@ -515,8 +523,9 @@ TEST_F(CudaAttentionTest, BackendInfoNamesTheAttentionKernels) {
 }
 
 // On a compute capability 9.0 device with a build that has the sm_90a kernels, both attention
-// routes run `wgmma` by default: a probe that refuses them (say, a register count that no longer
-// matches the setmaxnreg budget) would otherwise leave every test passing on `tc`.
+// routes run `wgmma` by default, and sparse MQA runs `crossover` when asked: a probe that refuses
+// them (say, a register count that no longer matches the setmaxnreg budget, or no room for a
+// cluster) would otherwise leave every test passing on a fallback.
 TEST_F(CudaAttentionTest, WgmmaKernelsRunOnHopper) {
   if (!mla::wgmma_kernels_built())
     GTEST_SKIP() << "built without sm_90a (the CUDA architectures do not include 90); "
@@ -529,6 +538,9 @@ TEST_F(CudaAttentionTest, WgmmaKernelsRunOnHopper) {
   EXPECT_EQ(cuda_->info().kernels,
             "sparse_mqa=wgmma dense_mha=wgmma dense_wgmma_schedule=persistent dense_wgmma_debug=off "
             "dense_wgmma_max_ctas=none sync_each=0");
+  mla::SparseMqaImpl runs = mla::SparseMqaImpl::kSimple;
+  require(mla::sparse_mqa_implementation(mla::SparseMqaImpl::kCrossover, device_of(*cuda_), &runs), "implementation");
+  EXPECT_EQ(to_string(runs), std::string("crossover"));
 }
 
 // =================================================================================================

@@ -57,6 +57,9 @@ TEST(KernelPolicyEnv, EveryVariableSetsItsField) {
   ASSERT_TRUE(read({{"MLA_DENSE_WGMMA_MAX_CTAS", "0"}, {"MLA_CUDA_SYNC_EACH", "0"}}, &p).ok());
   EXPECT_EQ(p.dense_wgmma_max_ctas, 0);
   EXPECT_FALSE(p.sync_each);
+
+  ASSERT_TRUE(read({{"MLA_SPARSE_MQA_IMPL", "crossover"}}, &p).ok());
+  EXPECT_EQ(p.sparse_mqa, mla::SparseMqaImpl::kCrossover);
 }
 
 // A bad value is an error naming the variable and quoting the value; the policy is left alone.
@@ -67,8 +70,8 @@ TEST(KernelPolicyEnv, BadValuesNameTheVariable) {
     const char* message;
   } cases[] = {
       {"MLA_SPARSE_MQA_IMPL", "fastest",
-       "MLA_SPARSE_MQA_IMPL='fastest': unknown sparse MQA implementation 'fastest' (expected 'wgmma', 'tc' or "
-       "'simple')"},
+       "MLA_SPARSE_MQA_IMPL='fastest': unknown sparse MQA implementation 'fastest' (expected 'crossover', 'wgmma', "
+       "'tc' or 'simple')"},
       {"MLA_DENSE_MHA_IMPL", "TC",
        "MLA_DENSE_MHA_IMPL='TC': unknown dense MHA implementation 'TC' (expected 'wgmma', 'tc' or 'simple')"},
       {"MLA_DENSE_WGMMA_SCHEDULE", "gird",
