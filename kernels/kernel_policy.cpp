@@ -31,12 +31,13 @@ struct Names {
   }
 };
 
-constexpr Names<SparseMqaImpl, 4> kSparseNames{"sparse MQA implementation", {"crossover", "wgmma", "tc", "simple"}};
+constexpr Names<SparseMqaImpl, 5> kSparseNames{"sparse MQA implementation",
+                                               {"auto", "crossover", "wgmma", "tc", "simple"}};
 constexpr Names<DenseMhaImpl, 3> kDenseNames{"dense MHA implementation", {"wgmma", "tc", "simple"}};
 constexpr Names<DenseWgmmaSchedule, 2> kScheduleNames{"dense wgmma schedule", {"persistent", "grid"}};
 constexpr Names<DenseWgmmaDebug, 3> kDebugNames{"dense wgmma debug output", {"off", "scores", "values"}};
 
-static_assert(static_cast<int>(SparseMqaImpl::kSimple) == 3 && static_cast<int>(DenseMhaImpl::kSimple) == 2 &&
+static_assert(static_cast<int>(SparseMqaImpl::kSimple) == 4 && static_cast<int>(DenseMhaImpl::kSimple) == 2 &&
                   static_cast<int>(DenseWgmmaSchedule::kGrid) == 1 && static_cast<int>(DenseWgmmaDebug::kValues) == 2,
               "the name tables follow the enumerators' order");
 

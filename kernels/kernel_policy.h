@@ -21,7 +21,9 @@ namespace mla {
 // correctness baseline, `tc` tensor cores through mma.sync, `wgmma` Hopper warpgroup MMA (sm_90a
 // builds only), `crossover` the `wgmma` products with each key dequantized once per pair of
 // 64-head CTAs (a 2-CTA cluster sharing the bf16 keys through distributed shared memory).
-enum class SparseMqaImpl { kCrossover, kWgmma, kTc, kSimple };
+// `auto` (sparse MQA's default) requests, per launch, whichever of crossover and wgmma measured
+// faster for its shape (sparse_mqa_launcher.h's rule), then falls back like the one it requests.
+enum class SparseMqaImpl { kAuto, kCrossover, kWgmma, kTc, kSimple };
 enum class DenseMhaImpl { kWgmma, kTc, kSimple };
 
 // How the dense `wgmma` kernel's CTAs take work items: a persistent grid of min(items, SMs) CTAs
@@ -34,7 +36,7 @@ enum class DenseWgmmaSchedule { kPersistent, kGrid };
 enum class DenseWgmmaDebug { kNone, kScores, kValues };
 
 struct KernelPolicy {
-  SparseMqaImpl sparse_mqa = SparseMqaImpl::kWgmma;
+  SparseMqaImpl sparse_mqa = SparseMqaImpl::kAuto;
   DenseMhaImpl dense_mha = DenseMhaImpl::kWgmma;
   DenseWgmmaSchedule dense_wgmma_schedule = DenseWgmmaSchedule::kPersistent;
   DenseWgmmaDebug dense_wgmma_debug = DenseWgmmaDebug::kNone;
@@ -52,7 +54,7 @@ struct KernelPolicy {
   bool operator!=(const KernelPolicy& o) const { return !(*this == o); }
 };
 
-// Names: "crossover" | "wgmma" | "tc" | "simple" (sparse MQA), "wgmma" | "tc" | "simple" (dense
+// Names: "auto" | "crossover" | "wgmma" | "tc" | "simple" (sparse MQA), "wgmma" | "tc" | "simple" (dense
 // MHA), "persistent" | "grid", "off" | "scores" | "values".
 const char* to_string(SparseMqaImpl v);
 const char* to_string(DenseMhaImpl v);
@@ -60,15 +62,15 @@ const char* to_string(DenseWgmmaSchedule v);
 const char* to_string(DenseWgmmaDebug v);
 
 // The value named by `text` (exactly one of the names above); else an error that quotes the text
-// and lists the names, e.g. "unknown sparse MQA implementation 'fastest' (expected 'crossover',
-// 'wgmma', 'tc' or 'simple')".
+// and lists the names, e.g. "unknown sparse MQA implementation 'fastest' (expected 'auto',
+// 'crossover', 'wgmma', 'tc' or 'simple')".
 Status parse(std::string_view text, SparseMqaImpl* out);
 Status parse(std::string_view text, DenseMhaImpl* out);
 Status parse(std::string_view text, DenseWgmmaSchedule* out);
 Status parse(std::string_view text, DenseWgmmaDebug* out);
 
 // Space-separated key=value pairs, every field in this order:
-//   "sparse_mqa=wgmma dense_mha=wgmma dense_wgmma_schedule=persistent dense_wgmma_debug=off
+//   "sparse_mqa=auto dense_mha=wgmma dense_wgmma_schedule=persistent dense_wgmma_debug=off
 //    dense_wgmma_max_ctas=none sync_each=0"
 // (max_ctas: the number, or none for 0; sync_each: 1 or 0).
 std::string describe(const KernelPolicy& policy);

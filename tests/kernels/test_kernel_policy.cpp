@@ -22,6 +22,7 @@ E parsed(const char* text) {
 }
 
 TEST(KernelPolicy, NamesParseToTheirValues) {
+  EXPECT_EQ(parsed<SparseMqaImpl>("auto"), SparseMqaImpl::kAuto);
   EXPECT_EQ(parsed<SparseMqaImpl>("crossover"), SparseMqaImpl::kCrossover);
   EXPECT_EQ(parsed<SparseMqaImpl>("wgmma"), SparseMqaImpl::kWgmma);
   EXPECT_EQ(parsed<SparseMqaImpl>("tc"), SparseMqaImpl::kTc);
@@ -37,6 +38,7 @@ TEST(KernelPolicy, NamesParseToTheirValues) {
 }
 
 TEST(KernelPolicy, ToStringNamesEveryValue) {
+  EXPECT_STREQ(to_string(SparseMqaImpl::kAuto), "auto");
   EXPECT_STREQ(to_string(SparseMqaImpl::kCrossover), "crossover");
   EXPECT_STREQ(to_string(SparseMqaImpl::kWgmma), "wgmma");
   EXPECT_STREQ(to_string(SparseMqaImpl::kTc), "tc");
@@ -56,7 +58,8 @@ TEST(KernelPolicy, UnknownNamesAreErrors) {
   SparseMqaImpl sparse = SparseMqaImpl::kTc;
   mla::Status st = mla::parse("fastest", &sparse);
   EXPECT_FALSE(st.ok());
-  EXPECT_EQ(st.message(), "unknown sparse MQA implementation 'fastest' (expected 'crossover', 'wgmma', 'tc' or 'simple')");
+  EXPECT_EQ(st.message(), "unknown sparse MQA implementation 'fastest' (expected 'auto', 'crossover', 'wgmma', 'tc' or "
+            "'simple')");
   EXPECT_EQ(sparse, SparseMqaImpl::kTc);
 
   DenseWgmmaSchedule schedule = DenseWgmmaSchedule::kGrid;
@@ -75,7 +78,7 @@ TEST(KernelPolicy, UnknownNamesAreErrors) {
 
 TEST(KernelPolicy, DescribeListsEveryField) {
   EXPECT_EQ(describe(KernelPolicy{}),
-            "sparse_mqa=wgmma dense_mha=wgmma dense_wgmma_schedule=persistent dense_wgmma_debug=off "
+            "sparse_mqa=auto dense_mha=wgmma dense_wgmma_schedule=persistent dense_wgmma_debug=off "
             "dense_wgmma_max_ctas=none sync_each=0");
   KernelPolicy p;
   p.sparse_mqa = SparseMqaImpl::kSimple;
@@ -91,7 +94,8 @@ TEST(KernelPolicy, DescribeListsEveryField) {
 
 // What a backend records: the implementations that run, and the requested ones where they differ.
 TEST(KernelPolicy, DescribeWithFallbacksNamesTheRequest) {
-  const KernelPolicy p;  // wgmma, wgmma
+  KernelPolicy p;
+  p.sparse_mqa = SparseMqaImpl::kWgmma;
   EXPECT_EQ(describe(p, SparseMqaImpl::kWgmma, DenseMhaImpl::kWgmma), describe(p));
   EXPECT_EQ(describe(p, SparseMqaImpl::kTc, DenseMhaImpl::kTc),
             "sparse_mqa=tc dense_mha=tc dense_wgmma_schedule=persistent dense_wgmma_debug=off "
@@ -99,6 +103,10 @@ TEST(KernelPolicy, DescribeWithFallbacksNamesTheRequest) {
   EXPECT_EQ(describe(p, SparseMqaImpl::kWgmma, DenseMhaImpl::kSimple),
             "sparse_mqa=wgmma dense_mha=simple dense_wgmma_schedule=persistent dense_wgmma_debug=off "
             "dense_wgmma_max_ctas=none sync_each=0 dense_mha_requested=wgmma");
+  // The default `auto` is a request, never what runs: it is always named beside the result.
+  EXPECT_EQ(describe(KernelPolicy{}, SparseMqaImpl::kCrossover, DenseMhaImpl::kWgmma),
+            "sparse_mqa=crossover dense_mha=wgmma dense_wgmma_schedule=persistent dense_wgmma_debug=off "
+            "dense_wgmma_max_ctas=none sync_each=0 sparse_mqa_requested=auto");
 }
 
 }  // namespace

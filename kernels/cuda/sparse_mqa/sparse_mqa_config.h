@@ -3,6 +3,8 @@
 // sparse_mqa_crossover.cu) and their staging helpers (sparse_mqa_device.cuh) agree on. CUDA-free.
 #pragma once
 
+#include <cstdint>
+
 namespace mla::sparse_dev {
 
 inline constexpr int kTile = 64;  // top-k columns per tile (every implementation)
@@ -12,6 +14,11 @@ inline constexpr int kSimpleHeads = 16;
 inline constexpr int kTcHeads = 64;
 inline constexpr int kWgmmaHeads = 64;
 inline constexpr int kCrossoverHeads = 64;  // per CTA; the two CTAs of a cluster: 128
+// `auto` requests `crossover` from this top-k on (and where the head groups pair), `wgmma` below:
+// on an H100 crossover took 0.60-0.82 of wgmma's time at top-k 512, 2048 and 8192 with 128 heads
+// (every sparse shape of the attention sweep), while the forward step of `mixed_medium` at top-k
+// 128 took 6 % longer with it than with wgmma (docs/performance.md, Sparse MQA on the H100).
+inline constexpr int32_t kCrossoverAutoMinTopk = 512;
 
 // The staging helpers of the tensor-core kernels (`tc` and `wgmma`): 8 warps, 64 heads and
 // 64-entry tiles per CTA.

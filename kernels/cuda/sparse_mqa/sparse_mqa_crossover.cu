@@ -57,8 +57,9 @@
 //   A cluster barrier after the mbarrier inits (the partner's st.async complete on them and write
 //   the K stages) and one before exit (no CTA leaves while its partner may still reach its shared
 //   memory).
-// Results equal the `wgmma` kernel's bit for bit in the dequantized keys and up to fp32
-// accumulation order elsewhere (same products, same softmax step, same epilogue).
+// Results equal the `wgmma` kernel's bit for bit: the same bf16 keys (dequant8, the gather's bits),
+// and the same product, softmax and epilogue steps (sparse_mqa_wgmma_steps.cuh) in the same order
+// (test_cuda_attention's SparseMqaMatchesHost compares the bits).
 //
 // Shared memory (dynamic, 231,456 bytes), every bf16 tile in 128-byte-swizzled column blocks of
 // [64 rows][64 bf16] = 8 KiB (layout and descriptors: wgmma_device.cuh):

@@ -24,9 +24,16 @@ bool heads_fit_crossover(int32_t num_heads) {
 }
 
 // What runs for `requested` on `device` (`optin` bytes of shared memory per block) with inputs
-// that are (not) `aligned` (inputs_aligned) and `num_heads` heads (0: a count whose head groups
-// come in pairs, for the answer that does not depend on the shape).
-SparseMqaImpl choose_impl(SparseMqaImpl requested, bool aligned, int device, int optin, int32_t num_heads) {
+// that are (not) `aligned` (inputs_aligned), `num_heads` heads and top-k `topk` (both 0: a shape
+// whose head groups come in pairs and whose top-k is at least kCrossoverAutoMinTopk, for the
+// answer that does not depend on the shape).
+SparseMqaImpl choose_impl(SparseMqaImpl requested, bool aligned, int device, int optin, int32_t num_heads,
+                          int32_t topk) {
+  if (requested == SparseMqaImpl::kAuto) {
+    requested = heads_fit_crossover(num_heads) && (topk == 0 || topk >= sparse_dev::kCrossoverAutoMinTopk)
+                    ? SparseMqaImpl::kCrossover
+                    : SparseMqaImpl::kWgmma;
+  }
 #if MLA_HAVE_WGMMA
   if (requested == SparseMqaImpl::kCrossover && aligned && heads_fit_crossover(num_heads) &&
       optin >= sparse_crossover::smem_bytes() && sparse_crossover::runs_on(device)) {
@@ -50,10 +57,11 @@ bool inputs_aligned(const SparseMqaParams& p) {
   return cache_aligned(p) && aligned_to(p.out_lat, 4) && aligned_to(p.partial_out, 8);
 }
 
-Status chosen(SparseMqaImpl requested, bool aligned, int32_t num_heads, int device, SparseMqaImpl* runs) {
+Status chosen(SparseMqaImpl requested, bool aligned, int32_t num_heads, int32_t topk, int device,
+              SparseMqaImpl* runs) {
   int optin = 0;
   MLA_RETURN_IF_ERROR(smem_optin(device, &optin));
-  *runs = choose_impl(requested, aligned, device, optin, num_heads);
+  *runs = choose_impl(requested, aligned, device, optin, num_heads, topk);
   return Status();
 }
 
@@ -91,7 +99,7 @@ Status launch_sparse_mqa(const SparseMqaParams& p, SparseMqaImpl requested, cuda
   if (md.num_items > 0) {
     int device = 0, optin = 0;
     MLA_RETURN_IF_ERROR(current_device_smem_optin(&device, &optin));
-    const SparseMqaImpl runs = choose_impl(requested, inputs_aligned(p), device, optin, p.num_heads);
+    const SparseMqaImpl runs = choose_impl(requested, inputs_aligned(p), device, optin, p.num_heads, p.topk);
     const int heads_per_cta = runs == SparseMqaImpl::kCrossover ? sparse_dev::kCrossoverHeads
                               : runs == SparseMqaImpl::kWgmma   ? sparse_dev::kWgmmaHeads
                               : runs == SparseMqaImpl::kTc      ? sparse_dev::kTcHeads
@@ -121,12 +129,12 @@ Status launch_sparse_mqa(const SparseMqaParams& p, SparseMqaImpl requested, cuda
 }
 
 Status sparse_mqa_implementation(SparseMqaImpl requested, int device, SparseMqaImpl* runs) {
-  return chosen(requested, /*aligned=*/true, /*num_heads=*/0, device, runs);
+  return chosen(requested, /*aligned=*/true, /*num_heads=*/0, /*topk=*/0, device, runs);
 }
 
 Status sparse_mqa_implementation_for(const SparseMqaParams& p, SparseMqaImpl requested, int device,
                                      SparseMqaImpl* runs) {
-  return chosen(requested, inputs_aligned(p), p.num_heads, device, runs);
+  return chosen(requested, inputs_aligned(p), p.num_heads, p.topk, device, runs);
 }
 
 }  // namespace mla

@@ -70,8 +70,8 @@ TEST(KernelPolicyEnv, BadValuesNameTheVariable) {
     const char* message;
   } cases[] = {
       {"MLA_SPARSE_MQA_IMPL", "fastest",
-       "MLA_SPARSE_MQA_IMPL='fastest': unknown sparse MQA implementation 'fastest' (expected 'crossover', 'wgmma', "
-       "'tc' or 'simple')"},
+       "MLA_SPARSE_MQA_IMPL='fastest': unknown sparse MQA implementation 'fastest' (expected 'auto', 'crossover', "
+       "'wgmma', 'tc' or 'simple')"},
       {"MLA_DENSE_MHA_IMPL", "TC",
        "MLA_DENSE_MHA_IMPL='TC': unknown dense MHA implementation 'TC' (expected 'wgmma', 'tc' or 'simple')"},
       {"MLA_DENSE_WGMMA_SCHEDULE", "gird",
