@@ -25,10 +25,12 @@ struct BackendInfo {
   std::string runtime;      // e.g. "CUDA runtime 13.0, driver 13.0"; empty on host
   // The CUDA backend's kernel policy as its launchers apply it on its device (describe() in
   // kernels/kernel_policy.h): sparse_mqa / dense_mha name the implementations that run for aligned
-  // inputs, followed by sparse_mqa_requested / dense_mha_requested where a fallback replaces the
-  // policy's choice, e.g. "sparse_mqa=wgmma dense_mha=wgmma dense_wgmma_schedule=persistent
-  // dense_wgmma_debug=off dense_wgmma_max_ctas=none sync_each=0"; "error: ..." when the device
-  // cannot be asked; empty on host.
+  // inputs (sparse MQA: for a shape where `auto` requests `crossover`, 128 heads and top-k >= 512;
+  // other shapes of the same run may run `wgmma`), followed by sparse_mqa_requested /
+  // dense_mha_requested where they differ from the policy's request, e.g. "sparse_mqa=crossover
+  // dense_mha=wgmma dense_wgmma_schedule=persistent dense_wgmma_debug=off dense_wgmma_max_ctas=none
+  // sync_each=0 sparse_mqa_requested=auto"; "error: ..." when the device cannot be asked; empty on
+  // host.
   std::string kernels;
   // What else identifies the implementation under test, for the report's provenance (a Python
   // adapter's path, content hash and the versions it reports; empty for the harness's backends).

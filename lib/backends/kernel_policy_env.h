@@ -1,6 +1,6 @@
 // The CUDA backend's kernel policy (kernels/kernel_policy.h) from the environment, read once by the
 // apps where they make the backend. The variables and their values (unset or empty: the default):
-//   MLA_SPARSE_MQA_IMPL       wgmma (default) | crossover | tc | simple
+//   MLA_SPARSE_MQA_IMPL       auto (default) | crossover | wgmma | tc | simple
 //   MLA_DENSE_MHA_IMPL        wgmma (default) | tc | simple
 //   MLA_DENSE_WGMMA_SCHEDULE  persistent (default) | grid
 //   MLA_DENSE_WGMMA_DEBUG     off (default) | scores | values

@@ -15,9 +15,10 @@ inline constexpr int kTcHeads = 64;
 inline constexpr int kWgmmaHeads = 64;
 inline constexpr int kCrossoverHeads = 64;  // per CTA; the two CTAs of a cluster: 128
 // `auto` requests `crossover` from this top-k on (and where the head groups pair), `wgmma` below:
-// on an H100 crossover took 0.60-0.82 of wgmma's time at top-k 512, 2048 and 8192 with 128 heads
-// (every sparse shape of the attention sweep), while the forward step of `mixed_medium` at top-k
-// 128 took 6 % longer with it than with wgmma (docs/performance.md, Sparse MQA on the H100).
+// on an H100 crossover took 0.67-0.82 of wgmma's time at top-k 512, 2048 and 8192 with 128 heads
+// (0.97 at batch 1 x 2; every 128-head sparse shape of the attention sweep), while the forward step
+// of `mixed_medium` at top-k 128 took 6 % longer with it than with wgmma, with the host's issue of
+// the step's launches on its critical path (docs/performance.md, Forward step).
 inline constexpr int32_t kCrossoverAutoMinTopk = 512;
 
 // The staging helpers of the tensor-core kernels (`tc` and `wgmma`): 8 warps, 64 heads and

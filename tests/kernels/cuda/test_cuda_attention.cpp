@@ -533,8 +533,8 @@ TEST_F(CudaAttentionTest, BackendInfoNamesTheAttentionKernels) {
 }
 
 // On a compute capability 9.0 device with a build that has the sm_90a kernels, sparse MQA runs
-// `crossover` by default (`auto`, for 128 heads and top-k >= 512) and when asked, dense MHA runs
-// `wgmma`: a probe that refuses them (say, a register count that no longer matches the setmaxnreg
+// `crossover` by default (`auto`, for 128 heads and top-k >= 512) and when asked, and dense MHA
+// runs `wgmma`: a probe that refuses them (say, a register count that no longer matches the setmaxnreg
 // budget, or no room for a cluster) would otherwise leave every test passing on a fallback.
 TEST_F(CudaAttentionTest, WgmmaKernelsRunOnHopper) {
   if (!mla::wgmma_kernels_built())

@@ -60,6 +60,8 @@ TEST(KernelPolicyEnv, EveryVariableSetsItsField) {
 
   ASSERT_TRUE(read({{"MLA_SPARSE_MQA_IMPL", "crossover"}}, &p).ok());
   EXPECT_EQ(p.sparse_mqa, mla::SparseMqaImpl::kCrossover);
+  ASSERT_TRUE(read({{"MLA_SPARSE_MQA_IMPL", "auto"}}, &p).ok());
+  EXPECT_EQ(p.sparse_mqa, mla::SparseMqaImpl::kAuto);
 }
 
 // A bad value is an error naming the variable and quoting the value; the policy is left alone.
