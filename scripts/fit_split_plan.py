@@ -327,5 +327,6 @@ def main(argv: list[str] | None = None) -> int:
         print(render_table(results, model))
     return EXIT_OK
 
+
 if __name__ == "__main__":
     sys.exit(main())

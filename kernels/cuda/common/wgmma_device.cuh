@@ -85,23 +85,41 @@ __device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-// True once the phase with parity `parity` has completed (acquire, CTA scope); may suspend the
+// The scope a wait on this CTA's mbarrier acquires at: kCta where only this CTA's threads and
+// copies arrive on it; kCluster where another CTA of the cluster arrives on it or completes
+// transactions on it (st.async), so that the waiter sees that CTA's writes.
+enum class BarScope { kCta, kCluster };
+
+// True once the phase with parity `parity` has completed (acquire at kScope); may suspend the
 // thread for a while (hardware time limit) before returning false.
+template <BarScope kScope = BarScope::kCta>
 __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
   uint32_t done;
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, p;\n"
-      "}\n"
-      : "=r"(done)
-      : "r"(bar), "r"(parity)
-      : "memory");
+  if constexpr (kScope == BarScope::kCta) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } else {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  }
   return done != 0;
 }
 
-// Spins until the phase with parity `parity` of `bar` has completed (acquire, CTA scope). No
+// Spins until the phase with parity `parity` of `bar` has completed (acquire at kScope). No
 // timeout: a protocol bug hangs the kernel, and the process running it is killed by its caller's
 // timeout (mla-check runs each scenario in its own process with one, which keeps the report of
 // every other scenario; the GPU unit tests have a ctest TIMEOUT; mla-bench and mla-check
@@ -112,10 +130,11 @@ __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
 // start at a multiple of 1024, the bar_* offset), the parity, the CTA and the thread (lane 0 of
 // each waiting warp), then traps. printf makes ptxas serialize the kernels' wgmma (C7510): for
 // finding a hang, not for timing, and not under compute-sanitizer (see above).
+template <BarScope kScope = BarScope::kCta>
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 #if defined(MLA_MBAR_WATCHDOG)
   const long long start = clock64();
-  while (!mbar_try_wait(bar, parity)) {
+  while (!mbar_try_wait<kScope>(bar, parity)) {
     if (clock64() - start > 4000000000LL) {
       if ((threadIdx.x & 31) == 0) {
         printf("mbar_wait stuck: bar 0x%x (mod 1024: %u) parity %u block %d thread %d\n", bar, bar & 1023u, parity,
@@ -125,7 +144,7 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
     }
   }
 #else
-  while (!mbar_try_wait(bar, parity)) {
+  while (!mbar_try_wait<kScope>(bar, parity)) {
   }
 #endif
 }

@@ -183,35 +183,6 @@ __device__ __forceinline__ void st_async_u32(uint32_t addr, uint32_t v, uint32_t
 __device__ __forceinline__ void mbar_arrive_remote(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-// Spins until the phase with parity `parity` of this CTA's mbarrier `bar` has completed (acquire,
-// cluster scope: the phase includes the partner's st.async transactions). No timeout but under
-// -DMLA_MBAR_WATCHDOG (wgmma_device.cuh's mbar_wait says why).
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-#if defined(MLA_MBAR_WATCHDOG)
-  const long long start = clock64();
-#endif
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-#if defined(MLA_MBAR_WATCHDOG)
-    if (done == 0 && clock64() - start > 4000000000LL) {  // wgmma_device.cuh's mbar_wait: the same watchdog
-      if ((threadIdx.x & 31) == 0) {
-        printf("mbar_wait_cluster stuck: bar 0x%x parity %u block %d thread %d\n", bar, parity,
-               static_cast<int>(blockIdx.x), static_cast<int>(threadIdx.x));
-      }
-      __trap();
-    }
-#endif
-  } while (done == 0);
-}
 // The 256 consumer threads (both consumer warpgroups).
 __device__ __forceinline__ void consumer_sync() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(kConsumerBarrier), "n"(kConsumerThreads) : "memory");
@@ -372,7 +343,8 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
       mbar_arrive_remote(peer_base + (bar - sbase));
       wgmma::mbar_arrive(bar);
     }
-    mbar_wait_cluster(sbase + bar_full(s), (tile >> 1) & 1);
+    // Acquire at cluster scope: the phase includes the partner's st.async transactions.
+    wgmma::mbar_wait<wgmma::BarScope::kCluster>(sbase + bar_full(s), (tile >> 1) & 1);
     wgmma::fence_proxy_async();  // the partner's rows (st.async) -> visible to this thread's wgmma
 
     // S[64][32 cw .. 32 cw + 31] = Q K^T over 576 = 36 k16 steps.
