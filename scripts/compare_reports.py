@@ -117,8 +117,25 @@ class Comparison:
 
 
 def reject_constant(name: str) -> Any:
-    """json.loads' hook for NaN / Infinity / -Infinity: not JSON; our tools write null instead."""
+    """json.loads' hook for NaN / Infinity / -Infinity in a file that is not a Google Benchmark
+    output: not JSON, and our own files (mla-check reports, shards) write null instead."""
     raise ValueError(f"non-standard literal {name} (JSON has no NaN or infinities)")
+
+
+def google_benchmark_constant(name: str) -> float:
+    """json.loads' hook for NaN / Infinity / -Infinity in a Google Benchmark output: Google
+    Benchmark writes them for a statistic it cannot compute (the cv aggregate of a counter whose
+    mean is 0, such as late_queue_calls). They become float nan / inf; whoever reads a number from
+    such a file goes through as_number (None for them) or real_time_ns (an error naming the entry)."""
+    return float(name)
+
+
+def nonfinite_text(value: Any) -> str:
+    """A value for a message: a non-finite float as Google Benchmark writes it (NaN, Infinity,
+    -Infinity), anything else as repr."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return repr(value)
 
 
 def reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -131,7 +148,14 @@ def reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return document
 
 
-def load_json(path: Path, role: str) -> dict[str, Any]:
+def load_json(path: Path, role: str, *, google_benchmark: bool = False) -> dict[str, Any]:
+    """The JSON object in `path`; BadInput naming `role` and the file when there is none.
+
+    A key given twice in one object is refused in every file. The literals NaN, Infinity and
+    -Infinity are refused unless google_benchmark is true: pass it only where the file is a Google
+    Benchmark output (mla-bench's --benchmark_out, peer_timing.py's --out), which holds them where
+    a statistic cannot be computed; they are then read as float nan / inf (google_benchmark_constant).
+    """
     # Only regular files: a FIFO would block the read forever, a device might never end.
     try:
         mode = path.stat().st_mode
@@ -153,7 +177,8 @@ def load_json(path: Path, role: str) -> dict[str, Any]:
         raise BadInput(f"cannot read {role} file {path}: {error}") from None
     text = text.removeprefix("\ufeff")  # a byte order mark is skipped, as mla-check and mla-bench skip it
     try:
-        document = json.loads(text, parse_constant=reject_constant, object_pairs_hook=reject_duplicate_keys)
+        constant = google_benchmark_constant if google_benchmark else reject_constant
+        document = json.loads(text, parse_constant=constant, object_pairs_hook=reject_duplicate_keys)
     except json.JSONDecodeError as error:
         raise BadInput(
             f"{role} file {path} is not valid JSON: {error.msg} "
@@ -163,6 +188,16 @@ def load_json(path: Path, role: str) -> dict[str, Any]:
         raise BadInput(f"{role} file {path} is not usable JSON: {str(error) or type(error).__name__}") from None
     if not isinstance(document, dict):
         raise BadInput(f"{role} file {path} does not hold a JSON object")
+    return document
+
+
+def load_either(path: Path, role: str) -> dict[str, Any]:
+    """BASE or NEW, which may be a Google Benchmark output (NaN and Infinity literals accepted) or
+    a report (refused): the kind is known only from the parsed document, so a report is parsed a
+    second time, refusing them."""
+    document = load_json(path, role, google_benchmark=True)
+    if detect_kind(document, role, path) is Kind.REPORT:
+        document = load_json(path, role)
     return document
 
 
@@ -560,10 +595,15 @@ def run_type(entry: dict[str, Any]) -> str:
 
 
 def real_time_ns(entry: dict[str, Any], where: str, allow_zero: bool = False) -> float:
-    """real_time in ns: > 0 (>= 0 with allow_zero: a stddev)."""
-    value = as_number(entry.get("real_time"))
+    """real_time in ns: > 0 (>= 0 with allow_zero: a stddev). A NaN or infinite time (which
+    Google Benchmark writes for a statistic it cannot compute) is an error: it cannot be compared,
+    fitted or drawn."""
+    if "real_time" not in entry:
+        raise BadInput(f"{where}: \"real_time\" is missing")
+    raw = entry["real_time"]
+    value = as_number(raw)
     if value is None:
-        raise BadInput(f"{where}: \"real_time\" is missing or not a finite number")
+        raise BadInput(f"{where}: \"real_time\" is {nonfinite_text(raw)}, not a finite number")
     if value < 0 or (value == 0 and not allow_zero):
         raise BadInput(f"{where}: \"real_time\" {value!r} must be {'>= 0' if allow_zero else '> 0'}")
     unit = entry.get("time_unit", "ns")
@@ -940,6 +980,10 @@ benchmark files
   NEW only, a WARNING when it errored in both files, INFO ("now runs") when it errored in BASE
   only. A benchmark of BASE missing in NEW is a REGRESSION (a WARNING with --allow-missing); one
   added in NEW is INFO (a WARNING when it errored). User counters are not compared.
+  Google Benchmark writes the literal NaN (or Infinity) for a statistic it cannot compute, such
+  as the cv aggregate of a counter whose mean is 0 (late_queue_calls): benchmark files may hold
+  these literals. A real_time that is read (median, mean or stddev aggregate, iteration) must
+  be a finite number; NaN or Infinity there is a malformed document (exit 3).
 
 output
   A table of the changes only (regressions first), then one summary line. --json OUT also writes
@@ -950,11 +994,11 @@ exit codes
   {EXIT_REGRESSION}  reports: a regression
   {EXIT_PERF_REGRESSION}  benchmark files: a regression (slower beyond noise, errored in NEW, missing in NEW)
   {EXIT_BAD_INVOCATION}  bad invocation: missing or unreadable file (a directory, FIFO or device is not read,
-     nor a file over {MAX_INPUT_BYTES >> 20} MiB), invalid JSON (NaN and Infinity literals and a key given twice in
-     one object included: the tools write neither), --json naming BASE or NEW, schema mismatch, a
-     report compared with a benchmark file, a malformed document (e.g. a compared metric that is
-     not a number or null, a time <= 0, two aggregates of one kind for a benchmark, a benchmark
-     file without results), a bad option
+     nor a file over {MAX_INPUT_BYTES >> 20} MiB), invalid JSON (a key given twice in one object
+     included; in a report also NaN and Infinity literals: mla-check writes null), --json naming
+     BASE or NEW, schema mismatch, a report compared with a benchmark file, a malformed document
+     (e.g. a compared metric that is not a number or null, a time that is NaN, infinite or <= 0,
+     two aggregates of one kind for a benchmark, a benchmark file without results), a bad option
 
 See docs/report-format.md for the report format."""
 
@@ -1026,7 +1070,7 @@ def options_from(arguments: argparse.Namespace) -> Options:
 
 
 def compare_files(base_path: Path, new_path: Path, options: Options) -> Comparison:
-    base_doc, new_doc = load_json(base_path, "BASE"), load_json(new_path, "NEW")
+    base_doc, new_doc = load_either(base_path, "BASE"), load_either(new_path, "NEW")
     base_kind, new_kind = detect_kind(base_doc, "BASE", base_path), detect_kind(new_doc, "NEW", new_path)
     if base_kind is not new_kind:
         raise BadInput(f"cannot compare different kinds: BASE is a {base_kind.value}, NEW is a {new_kind.value}")

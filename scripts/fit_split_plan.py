@@ -9,6 +9,9 @@ sparse_mqa/batch:B/q:Q/H:H/K:K/seq:S time the plan's own choice of column splits
 and the same name with /splits:n times n splits forced (docs/benchmarks.md, "Split-K plan"). Each
 time is the benchmark's median aggregate (else the mean of its iterations, else its mean
 aggregate), as scripts/compare_reports.py reads it; failed benchmarks are left out with a note.
+The literals NaN and Infinity, which Google Benchmark writes for a statistic it cannot compute
+(the cv aggregate of a counter whose mean is 0, such as late_queue_calls), are accepted in the
+file; a time that is read and is NaN or infinite is an error naming the entry.
 The splits per token that ran come from each benchmark's label ("... N per token, forced)" or
 "... N per token, the plan's choice)"). Other benchmarks are ignored.
 
@@ -35,9 +38,10 @@ and "model" (a_us, b_us, c_us, d_us, e_us, multiprocessors, multiprocessors_sour
 points).
 
 Exit status: 0 written; 2 bad usage, or an unreadable or unusable input: a missing file, not JSON,
-not a Google Benchmark output, no sparse_mqa benchmarks, fewer timed entries than the model's 5
-constants, a label without the splits per token, or scipy missing (scripts/requirements.txt). The
-message names the file and the problem.
+not a Google Benchmark output, no sparse_mqa benchmarks, a time that is NaN, infinite or <= 0,
+fewer timed entries than the model's 5 constants, a label without the splits per token, or scipy
+missing (scripts/requirements.txt). The message names the file and the problem (and the entry,
+as a JSON pointer, where one entry is at fault).
 """
 
 from __future__ import annotations
@@ -120,7 +124,7 @@ class Shape:
 def read_shapes(path: Path) -> tuple[list[Shape], dict[str, Any]]:
     """The sparse_mqa benchmarks of one mla-bench output by base shape, and the file's context."""
     where = f"benchmark file {path}"
-    document = load_json(path, "benchmark")
+    document = load_json(path, "benchmark", google_benchmark=True)
     if "benchmarks" not in document or "context" not in document:
         raise BadInput(f"{where} is not a Google Benchmark output (no \"benchmarks\" and \"context\")")
     shapes: dict[tuple[int, ...], Shape] = {}

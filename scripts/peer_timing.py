@@ -35,8 +35,10 @@ also counts its late calls (late_queue_calls of timed_calls; a note is printed w
 any): the GPU had reached the start event before Python finished queueing the call, so launch
 time may lie in the timed region; a longer --lead-cycles avoids them. With --ours BENCH.json
 (mla-bench --benchmark_out, JSON) every shape also gets our median time (ours_seconds) and
-ours_over_peer (below 1: ours is faster). --device cpu times on the CPU (perf_counter, warm cache,
-the shapes over the sweep's host caps skipped): a smoke test without a GPU.
+ours_over_peer (below 1: ours is faster); BENCH.json may hold the NaN literals Google Benchmark
+writes for a statistic it cannot compute, but a time read from it that is NaN or infinite is an
+error naming the entry. --device cpu times on the CPU (perf_counter, warm cache, the shapes over
+the sweep's host caps skipped): a smoke test without a GPU.
 
 Runs on the GPU machine's python3 (PyTorch with CUDA); not part of CI.
 Exit status: 0 timed (or skipped: no CUDA device with --device auto), 2 bad usage, an unusable
@@ -52,6 +54,7 @@ Examples:
 import argparse
 import datetime
 import json
+import math
 import os
 import re
 import socket
@@ -634,18 +637,28 @@ def copy_rate(device, iters=9):
 
 def load_ours(path):
     """{benchmark name: seconds} from an mla-bench JSON output: the median aggregate when there is
-    one, else the mean of the iteration rows. Names lose Google Benchmark's /manual_time suffix."""
+    one, else the mean of the iteration rows. Names lose Google Benchmark's /manual_time suffix.
+    The file may hold NaN and Infinity literals (json.loads reads them): Google Benchmark writes
+    them for a statistic it cannot compute, e.g. the cv aggregate of a counter whose mean is 0. A
+    time read here must be a finite number > 0; else ValueError naming the file and the entry."""
     data = json.loads(Path(path).read_text())
     unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
     medians, iterations = {}, {}
-    for e in data.get("benchmarks", []):
+    for index, e in enumerate(data.get("benchmarks", [])):
         if e.get("error_occurred"):
             continue
+        aggregate = e.get("run_type") == "aggregate" or "aggregate_name" in e
+        if aggregate and e.get("aggregate_name") != "median":
+            continue   # the cv, stddev and mean aggregates are not read
         name = re.sub(r"/(manual|real)_time$", "", e.get("run_name", e["name"]))
-        seconds = e["real_time"] * unit[e.get("time_unit", "ns")]
-        if e.get("run_type") == "aggregate" or "aggregate_name" in e:
-            if e.get("aggregate_name") == "median":
-                medians[name] = seconds
+        real_time = e.get("real_time")
+        if (isinstance(real_time, bool) or not isinstance(real_time, (int, float)) or not math.isfinite(real_time)
+                or real_time <= 0):
+            raise ValueError(f"{path}: at /benchmarks/{index} ({e.get('name')!r}): \"real_time\" is "
+                             f"{json.dumps(real_time)}, not a finite number > 0")
+        seconds = real_time * unit[e.get("time_unit", "ns")]
+        if aggregate:
+            medians[name] = seconds
         else:
             iterations.setdefault(name, []).append(seconds)
     ours = {n: sum(v) / len(v) for n, v in iterations.items()}

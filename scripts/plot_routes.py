@@ -16,13 +16,17 @@ both times, the ratio sparse / dense (above 1: the dense route is faster), the f
 per (K, H) the crossover: the smallest P at which the faster route differs from the faster route
 at the smallest P both were timed at ("none" when one route is faster at every such P). Above K
 only the sparse route is timed (the production rule routes such prefills sparse): those rows
-have no ratio. The figure draws the ratio against P, one line per (K, H).
+have no ratio. The figure draws the ratio against P, one line per (K, H). The literals NaN and
+Infinity, which Google Benchmark writes for a statistic it cannot compute (the cv aggregate of a
+counter whose mean is 0, such as late_queue_calls), are accepted in BENCH.json; a time that is
+read and is NaN or infinite is an error naming the entry.
 
 drift: REPORT.json is an mla-check report with `drift` checks (docs/drift.md). Per scenario and
 route, per layer: the cosine difference and the largest absolute error of the layer output and of
 the residual stream against the reference, and their bounds. The figure has one panel for the
 layer outputs and one for the stream: cosine difference against layer, one line per route, the
-bounds dashed.
+bounds dashed. A report holds no NaN or Infinity literal (mla-check writes null): one that does is
+refused.
 
 Exit status: 0 written, 2 bad usage, 3 unreadable or malformed input, or nothing to show (the
 message names the file and the problem). Figures need matplotlib (scripts/requirements.txt);
@@ -91,7 +95,7 @@ class Crossover:
 
 def route_points(path: Path) -> list[RoutePoint]:
     """The route benchmarks of one mla-bench output, by (K, H, P) in ascending order."""
-    document = load_json(path, "benchmark")
+    document = load_json(path, "benchmark", google_benchmark=True)
     if "benchmarks" not in document or "context" not in document:
         raise BadInput(f"benchmark file {path} is not a Google Benchmark output (no \"benchmarks\" and \"context\")")
     bench = parse_benchmarks(document, "benchmark", path)

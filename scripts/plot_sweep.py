@@ -22,6 +22,10 @@ operations (pack, gather, convert), `flops_per_second` (TFLOP/s) where the bench
 else `bytes_per_second`, else the time. --metric chooses: pct_of_copy_bw, flops_per_second,
 bytes_per_second, time. The percentages are each run's own: against the copy rate that run (or the
 peer) measured. Benchmarks that failed (error_occurred; a peer's "error") are left out, with a note.
+The literals NaN and Infinity, which Google Benchmark writes for a statistic it cannot compute
+(the cv aggregate of a counter whose mean is 0, such as late_queue_calls), are accepted in BENCH
+files and in PEER files of that format (not in peer_torch.py's); a time or counter that is read
+and is NaN or infinite is an error naming the entry.
 
 Writes DIR/OPERATION.FORMAT (png or svg) and prints the files written. Exit status: 0 written,
 2 bad usage, 3 unreadable or malformed input, or nothing to draw (the message names the file, the
@@ -42,7 +46,7 @@ from typing import Any, Callable, Iterable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare_reports import (  # noqa: E402
-    BadInput, as_number, centre_rows, group_benchmarks, load_json, real_time_ns)
+    BadInput, as_number, at_entry, centre_rows, group_benchmarks, load_json, nonfinite_text, real_time_ns)
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -114,12 +118,13 @@ def split_name(name: str, where: str) -> tuple[str, tuple[tuple[str, str], ...]]
 
 
 def counter(row: dict[str, Any], key: str, where: str) -> float | None:
-    """A rate counter: absent is None; present, it must be a finite number >= 0."""
+    """A rate counter: absent is None; present, it must be a finite number >= 0 (NaN, which Google
+    Benchmark writes for a statistic it cannot compute, is an error: it cannot be drawn)."""
     if key not in row:
         return None
     number = as_number(row[key])
     if number is None or number < 0:
-        raise BadInput(f"{where}: \"{key}\" is {row[key]!r}, not a finite number >= 0")
+        raise BadInput(f"{where}: \"{key}\" is {nonfinite_text(row[key])}, not a finite number >= 0")
     return number
 
 
@@ -131,12 +136,12 @@ def bench_metrics(name: str, entries: list[dict[str, Any]], where: str) -> dict[
     rows, _ = centre_rows(name, entries, where)
     metrics: dict[str, float] = {}
     for key in COUNTERS:
-        values = [counter(row, key, where) for row in rows]
+        values = [counter(row, key, at_entry(where, row)) for row in rows]
         if any(v is not None for v in values):
             if any(v is None for v in values):
                 raise BadInput(f"{where}: \"{key}\" is missing in some of its iterations")
             metrics[key] = sum(values) / len(values)  # type: ignore[arg-type]
-    metrics["time"] = sum(real_time_ns(row, where) for row in rows) / len(rows) * 1e-9
+    metrics["time"] = sum(real_time_ns(row, at_entry(where, row)) for row in rows) / len(rows) * 1e-9
     return metrics
 
 
@@ -161,7 +166,7 @@ def benchmark_points(document: dict[str, Any], path: Path, label: str, role: str
 
 
 def load_bench(path: Path, label: str) -> list[Point]:
-    document = load_json(path, "benchmark")
+    document = load_json(path, "benchmark", google_benchmark=True)
     if not is_benchmark_output(document):
         raise BadInput(f"benchmark file {path} is not a Google Benchmark output (no \"benchmarks\" and \"context\")")
     return benchmark_points(document, path, label, "benchmark", False)
@@ -170,9 +175,10 @@ def load_bench(path: Path, label: str) -> list[Point]:
 def load_peer(path: Path, label: str) -> list[Point]:
     """peer_timing.py's Google Benchmark output, or the earlier peer_torch.py results:
     {"timing" or "attention_timing": {"results": [...]}}."""
-    document = load_json(path, "peer")
+    document = load_json(path, "peer", google_benchmark=True)
     if is_benchmark_output(document):
         return benchmark_points(document, path, label, "peer", True)
+    document = load_json(path, "peer")  # not Google Benchmark's format: NaN and Infinity literals refused
     blocks = [(key, document[key]) for key in ("timing", "attention_timing") if isinstance(document.get(key), dict)]
     if not blocks:
         raise BadInput(f"peer file {path} is not a Google Benchmark output (no \"benchmarks\" and \"context\": "
@@ -192,7 +198,7 @@ def load_peer(path: Path, label: str) -> list[Point]:
             median = result.get("median_s")
             number = as_number(median)
             if number is None or number <= 0:
-                raise BadInput(f"{where}: \"median_s\" is {median!r}, not a number > 0")
+                raise BadInput(f"{where}: \"median_s\" is {nonfinite_text(median)}, not a number > 0")
             metrics = {"time": number}
             for name in COUNTERS:
                 value = counter(result, name, where)

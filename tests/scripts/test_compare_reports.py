@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
+import math
 import os
 import subprocess
 import sys
@@ -709,6 +711,30 @@ def test_non_json_literals_and_pathological_documents_exit_3(tmp_path, text, exp
     assert "Traceback" not in result.stderr and expected in result.stderr
 
 
+def test_a_report_with_a_nan_literal_is_refused_as_base_too(tmp_path):
+    text = json.dumps(standard_report())[:-1] + ', "x": NaN}'
+    result = run_compare(tmp_path, text, standard_report())
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "BASE file" in result.stderr and "non-standard literal NaN" in result.stderr
+
+
+def test_the_loader_accepts_non_finite_literals_only_when_told_the_file_is_google_benchmarks(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("compare_reports_under_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    path = tmp_path / "b.json"
+    path.write_text('{"a": NaN, "b": Infinity, "c": -Infinity, "d": 1.5}')
+    with pytest.raises(module.BadInput, match="non-standard literal NaN"):
+        module.load_json(path, "benchmark")
+    document = module.load_json(path, "benchmark", google_benchmark=True)
+    assert math.isnan(document["a"]) and document["b"] == math.inf and document["c"] == -math.inf
+    assert document["d"] == 1.5
+    path.write_text('{"a": NaN, "a": 1}')  # a key given twice is refused in every file
+    with pytest.raises(module.BadInput, match="key 'a' given twice"):
+        module.load_json(path, "benchmark", google_benchmark=True)
+
+
 def test_a_directory_or_fifo_exits_3_without_reading(tmp_path):
     directory = tmp_path / "dir.json"
     directory.mkdir()
@@ -749,6 +775,43 @@ def test_malformed_benchmark_files_exit_3(tmp_path, what, new, expected):
     assert "Traceback" not in result.stderr, result.stderr
     assert result.returncode == 3, result.stdout + result.stderr
     assert expected in result.stderr
+
+
+def with_late_queue_calls(bench: dict, cv: float = math.nan) -> str:
+    """The file as mla-bench writes it with repetitions: late_queue_calls 0 in every iteration, so
+    its mean, median and stddev aggregates are 0 and its cv aggregate (0 / 0) is the literal NaN."""
+    for entry in bench["benchmarks"]:
+        entry["late_queue_calls"] = cv if entry.get("aggregate_name") == "cv" else 0.0
+    text = json.dumps(bench)
+    assert ('"late_queue_calls": NaN' if math.isnan(cv) else '"late_queue_calls": Infinity') in text
+    return text
+
+
+@pytest.mark.parametrize("cv", [math.nan, math.inf], ids=["NaN", "Infinity"])
+def test_benchmark_files_with_a_non_finite_cv_counter_are_compared_on_their_times(tmp_path, cv):
+    # Median 1000 ns -> 1200 ns, stddev 10 ns: +20 %, beyond max(10, 10, 5 % of 1000) = 50 ns.
+    base = with_late_queue_calls(make_bench({"BM_Decode/64": (1000.0, 10.0)}), cv)
+    new = with_late_queue_calls(make_bench({"BM_Decode/64": (1200.0, 10.0)}), cv)
+    out = tmp_path / "comparison.json"
+    result = run_compare(tmp_path, base, new, "--json", str(out))
+    assert result.returncode == 2, result.stdout + result.stderr
+    [line] = finding_lines(result, "REGRESSION")
+    assert "BM_Decode/64" in line and "1 us -> 1.2 us (+20.0%)" in line
+    [finding] = json.loads(out.read_text())["findings"]
+    assert finding["base_ns"] == 1000.0 and finding["new_ns"] == 1200.0 and finding["limit_ns"] == 50.0
+    assert run_compare(tmp_path, base, base).returncode == 0
+
+
+@pytest.mark.parametrize("aggregate, literal", [("median", "NaN"), ("median", "Infinity"), ("stddev", "NaN")])
+def test_a_non_finite_time_that_is_read_exits_3_naming_the_entry(tmp_path, aggregate, literal):
+    bench = make_bench({"BM_Decode/64": (1000.0, 10.0)})
+    index, entry = next((i, e) for i, e in enumerate(bench["benchmarks"]) if e.get("aggregate_name") == aggregate)
+    entry["real_time"] = float(literal)
+    result = run_compare(tmp_path, make_bench({"BM_Decode/64": (1000.0, 10.0)}), with_late_queue_calls(bench))
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert (f"NEW file {tmp_path / 'new.json'}: at /benchmarks/{index} ('BM_Decode/64_{aggregate}'): "
+            f"\"real_time\" is {literal}, not a finite number") in result.stderr
 
 
 def test_old_google_benchmark_aggregates_without_run_name_are_grouped(tmp_path):

@@ -189,6 +189,38 @@ def test_failed_benchmarks_are_left_out_with_a_note(tmp_path):
     assert_recovered(json.loads(r.stdout)["model"])
 
 
+def with_late_queue_calls(rows: list[dict]) -> list[dict]:
+    """The rows as mla-bench writes them on a GPU: late_queue_calls 0 in every repetition, so its
+    mean, median and stddev aggregates are 0 and its cv (0 / 0) is NaN."""
+    return [{**row, "late_queue_calls": math.nan if row["aggregate_name"] == "cv" else 0.0} for row in rows]
+
+
+def test_a_google_benchmark_nan_in_a_cv_counter_is_read_and_the_times_fitted(tmp_path):
+    path = bench_file(tmp_path / "b.json", with_late_queue_calls(sweep_entries(132)))
+    assert '"late_queue_calls": NaN' in path.read_text()  # the literal, as Google Benchmark writes it
+    r = run(path)
+    assert r.returncode == 0, r.stderr
+    rows = {cells[0]: cells[1:] for cells in table_rows(r.stdout)}
+    # Batch 16 x 2, H 128, K 2048 on 132 SMs: the plan's 5 splits 6 + 3*(1.5*7 + 2.5) + 3 + 0.02*5
+    # = 48.1 us; 2 forced splits 6 + (1.5*16 + 2.5) + 3 + 0.02*2 = 35.54 us; 48.1 / 35.54 = 1.353.
+    assert rows[name(16, 128, 2048)] == ["32", "128", "2048", "5", "48.1", "2", "35.54", "1.353", "2", "35.54", "35.54"]
+    assert "nan" not in r.stdout.lower()
+    assert_recovered(fitted(path)["model"])
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity"])
+def test_a_non_finite_median_time_names_the_file_and_the_entry(tmp_path, literal):
+    rows = with_late_queue_calls(few_entries())
+    index = next(i for i, row in enumerate(rows) if row["aggregate_name"] == "median" and "/splits:1/" in row["name"])
+    rows[index]["real_time"] = float(literal)
+    path = bench_file(tmp_path / "bench.json", rows)
+    r = run(path)
+    assert r.returncode == 2, r.stdout
+    assert (f"benchmark file {path}: at /benchmarks/{index} ('{name(1, 128, 2048, 1)}/manual_time_median'): "
+            f"\"real_time\" is {literal}, not a finite number") in r.stderr
+    assert r.stdout == ""
+
+
 def few_entries() -> list[dict]:
     return entries(name(1, 128, 2048), 15.0, 32, 2, False) + entries(name(1, 128, 2048, 1), 70.0, 1, 2, True)
 

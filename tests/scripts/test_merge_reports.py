@@ -159,3 +159,13 @@ def test_the_summary_is_recomputed(runs, tmp_path):
     assert s["verdict"] == "FAIL"
     assert s["scenarios_failed"] == want["scenarios_failed"] + 1
     assert s["by_verdict"].get("FAIL", 0) == want["by_verdict"].get("FAIL", 0) + 1
+
+
+def test_a_shard_with_a_nan_literal_is_refused(tmp_path):
+    # A report writes null for NaN (docs/report-format.md): the literal is not read, whatever else is in the file.
+    shard = tmp_path / "shard.json"
+    shard.write_text('{"schema": "mla-harness.report/1", "provenance": {}, "scenarios": [], "x": NaN}')
+    p = run_merge(shard, "--out", tmp_path / "out.json")
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert f"shard file {shard} is not usable JSON: non-standard literal NaN" in p.stderr
+    assert not (tmp_path / "out.json").exists()

@@ -369,6 +369,43 @@ def test_a_bad_lead_in_ours_stops_the_run_before_any_timing(peer_timing, tmp_pat
     assert "context/mla_lead_cycles: -5 is outside" in capsys.readouterr().err
 
 
+def ours_rows(name: str, median_us: float, iterations_us: list[float] | None = None) -> list[dict]:
+    """One benchmark as mla-bench writes it with repetitions on a GPU: late_queue_calls 0 in every
+    repetition, so its cv aggregate (0 / 0) is NaN. Mean and stddev are off on purpose."""
+    common = {"run_name": f"{name}/manual_time", "time_unit": "us"}
+    rows = [{**common, "name": f"{name}/manual_time", "run_type": "iteration", "real_time": t, "late_queue_calls": 0.0}
+            for t in iterations_us or []]
+    for aggregate, value, late in (("mean", 99.0, 0.0), ("median", median_us, 0.0), ("stddev", 0.1, 0.0),
+                                   ("cv", 0.01, math.nan)):
+        rows.append({**common, "name": f"{name}/manual_time_{aggregate}", "run_type": "aggregate",
+                     "aggregate_name": aggregate, "real_time": value, "late_queue_calls": late})
+    return rows
+
+
+def test_ours_with_a_google_benchmark_nan_in_a_cv_counter_gives_the_median_times(peer_timing, tmp_path):
+    path = tmp_path / "ours.json"
+    path.write_text(json.dumps({"context": {}, "benchmarks": ours_rows("sparse_mqa/batch:1", 40.0, [39.0, 41.0, 45.0])
+                                + ours_rows("dense_mha/H:16", 250.0)}))
+    assert '"late_queue_calls": NaN' in path.read_text()  # the literal, as Google Benchmark writes it
+    # The median aggregates (40 us, 250 us) in seconds, not the mean of the iterations or the mean aggregate.
+    ours = peer_timing.load_ours(path)
+    assert ours == {"sparse_mqa/batch:1": pytest.approx(40e-6, rel=1e-12),
+                    "dense_mha/H:16": pytest.approx(250e-6, rel=1e-12)}
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity"])
+def test_a_non_finite_time_in_ours_names_the_file_and_the_entry(peer_timing, tmp_path, literal):
+    rows = ours_rows("sparse_mqa/batch:1", 40.0) + ours_rows("dense_mha/H:16", 250.0)
+    index = next(i for i, row in enumerate(rows) if row["name"] == "dense_mha/H:16/manual_time_median")
+    rows[index]["real_time"] = float(literal)
+    path = tmp_path / "ours.json"
+    path.write_text(json.dumps({"context": {}, "benchmarks": rows}))
+    with pytest.raises(ValueError) as error:
+        peer_timing.load_ours(path)
+    assert str(error.value) == (f"{path}: at /benchmarks/{index} ('dense_mha/H:16/manual_time_median'): "
+                                f"\"real_time\" is {literal}, not a finite number > 0")
+
+
 # ---------------------------------------------------------------------------------------------
 # The output: Google Benchmark's JSON format
 

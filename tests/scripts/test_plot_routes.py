@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -91,6 +92,44 @@ def test_failed_route_benchmarks_are_left_out_with_a_note(tmp_path):
     assert ["512", "32", "—", "— (no prefill length with both routes)"] in table(r.stdout, "Crossover")
 
 
+def with_cv(entries: list[dict]) -> list[dict]:
+    """Each median followed by the stddev and cv aggregates mla-bench writes with repetitions on a
+    GPU: late_queue_calls 0 in every repetition, so its cv (0 / 0) is NaN."""
+    out = []
+    for entry in entries:
+        out.append({**entry, "late_queue_calls": 0.0})
+        for aggregate, value, late in (("stddev", 0.5, 0.0), ("cv", 0.01, math.nan)):
+            out.append({**entry, "name": entry["name"].replace("_median", f"_{aggregate}"), "aggregate_name": aggregate,
+                        "real_time": value, "late_queue_calls": late})
+    return out
+
+
+def test_a_google_benchmark_nan_in_a_cv_counter_is_read_and_the_times_tabled(tmp_path):
+    path = bench_file(tmp_path / "b.json", with_cv(route_entries()))
+    assert '"late_queue_calls": NaN' in path.read_text()  # the literal, as Google Benchmark writes it
+    r = run("routes", path, "--table")
+    assert r.returncode == 0, r.stderr
+    rows = {(int(k), int(h), int(p)): rest for k, h, p, *rest in table(r.stdout, "Route times")}
+    # TIMES above: 110 / 100 and 300 / 400.
+    assert rows[(512, 16, 1)] == ["100", "110", "1.100", "dense"]
+    assert rows[(512, 16, 256)] == ["400", "300", "0.750", "sparse"]
+    assert table(r.stdout, "Crossover") == [["512", "16", "dense", "256"], ["2048", "16", "dense", "none"]]
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity"])
+def test_a_non_finite_median_time_names_the_file_and_the_entry(tmp_path, literal):
+    entries = with_cv(route_entries())
+    median_name = "route/sparse/H:16/K:512/prefill:256/manual_time_median"
+    index = next(i for i, e in enumerate(entries) if e["name"] == median_name)
+    entries[index]["real_time"] = float(literal)
+    path = bench_file(tmp_path / "b.json", entries)
+    r = run("routes", path, "--table")
+    assert r.returncode == 3, r.stdout
+    assert (f"benchmark file {path}: at /benchmarks/{index} ('{median_name}'): "
+            f"\"real_time\" is {literal}, not a finite number") in r.stderr
+    assert r.stdout == ""
+
+
 @pytest.mark.parametrize("entries, problem", [
     ([median("forward/mixed_medium/H:128/K:2048", 5.0)], "has no route/... benchmarks"),
     ([median("route/dense/H:16/K:512/prefill:1", 1.0), {**median("route/dense/H:16/K:512/prefill:1", 2.0),
@@ -161,6 +200,15 @@ def test_drift_without_results_exits_3(tmp_path, scenarios, args, problem):
     r = run("drift", report_file(tmp_path / "r.json", scenarios), "--table", *args)
     assert r.returncode == 3
     assert problem in r.stderr
+
+
+def test_a_report_with_a_nan_literal_is_refused(tmp_path):
+    # mla-check writes null for a NaN metric: a NaN literal in a report is not accepted.
+    path = report_file(tmp_path / "r.json", [drift_scenario("stack", 2)])
+    path.write_text(path.read_text().replace('"cos_diff": 1e-06', '"cos_diff": NaN'))
+    r = run("drift", path, "--table")
+    assert r.returncode == 3
+    assert f"report file {path} is not usable JSON: non-standard literal NaN" in r.stderr
 
 
 def test_drift_bad_layer_list_is_a_usage_error(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -134,6 +135,52 @@ def test_star_sweeps_and_a_benchmark_with_an_error(tmp_path: Path) -> None:
     assert (out / "sparse_mqa.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def aggregates(name: str, median_us: float, pct: float) -> list[dict]:
+    """A benchmark's aggregates as mla-bench (and peer_timing.py) write them with repetitions on a
+    GPU: late_queue_calls 0 in every repetition, so its cv aggregate (0 / 0) is NaN. The mean is off
+    on purpose: the median is what is read."""
+    rows = []
+    for aggregate, time_us, counter, late in (("mean", 2 * median_us, 2 * pct, 0.0), ("median", median_us, pct, 0.0),
+                                              ("stddev", 0.1, 0.05, 0.0), ("cv", 0.01, 0.01, math.nan)):
+        rows.append({"name": f"{name}/manual_time_{aggregate}", "run_name": f"{name}/manual_time",
+                     "run_type": "aggregate", "aggregate_name": aggregate, "repetitions": 3,
+                     "aggregate_unit": "percentage" if aggregate == "cv" else "time", "real_time": time_us,
+                     "time_unit": "us", "pct_of_copy_bw": counter, "late_queue_calls": late})
+    return rows
+
+
+def test_a_google_benchmark_nan_in_a_cv_counter_is_read_in_bench_and_peer_files(tmp_path: Path) -> None:
+    ours = bench_file(tmp_path / "ours.json", aggregates("pack/tokens:1024", 4.0, 10.0)
+                      + aggregates("pack/tokens:4096", 8.0, 20.0))
+    peer = bench_file(tmp_path / "peer.json", aggregates("pack/tokens:1024", 5.0, 0.5)
+                      + aggregates("pack/tokens:4096", 9.0, 1.5))
+    for path in (ours, peer):
+        assert '"late_queue_calls": NaN' in path.read_text()  # the literal, as Google Benchmark writes it
+    result = run(ours, "--peer", peer, "--table")
+    assert result.returncode == 0, result.stderr
+    # The median aggregates' pct_of_copy_bw, as written above.
+    assert table_rows(result.stdout, "pack") == [
+        ("pack", "1024", "10"), ("pack", "4096", "20"), ("peer: pack", "1024", "0.5"), ("peer: pack", "4096", "1.5")]
+    result = run(ours, "--peer", peer, "--table", "--metric", "time")
+    assert result.returncode == 0, result.stderr
+    assert table_rows(result.stdout, "pack") == [
+        ("pack", "1024", "4"), ("pack", "4096", "8"), ("peer: pack", "1024", "5"), ("peer: pack", "4096", "9")]
+
+
+@pytest.mark.parametrize("key, message", [("real_time", "\"real_time\" is NaN, not a finite number"),
+                                          ("pct_of_copy_bw", "\"pct_of_copy_bw\" is NaN, not a finite number >= 0")])
+def test_a_nan_in_the_median_that_is_read_names_the_file_and_the_entry(tmp_path: Path, key: str, message: str) -> None:
+    entries = aggregates("pack/tokens:1024", 4.0, 10.0) + aggregates("pack/tokens:4096", 8.0, 20.0)
+    index = next(i for i, e in enumerate(entries) if e["name"] == "pack/tokens:4096/manual_time_median")
+    entries[index][key] = math.nan
+    path = bench_file(tmp_path / "b.json", entries)
+    result = run(path, "--table")
+    assert result.returncode == 3, (result.stdout, result.stderr)
+    assert f"benchmark file {path}" in result.stderr
+    assert f"at /benchmarks/{index} ('pack/tokens:4096/manual_time_median'): {message}" in result.stderr
+    assert result.stdout == ""
+
+
 def test_figures_png_and_svg(tmp_path: Path, cache_bench: Path) -> None:
     out = tmp_path / "png"
     result = run(cache_bench, "--out", out)
@@ -205,8 +252,10 @@ def test_bad_input(tmp_path: Path, make, args: list[str], code: int, message: st
     [({"tool": "x"}, "no \"timing\" or \"attention_timing\""),
      ({"timing": {"results": {}}}, "\"timing.results\" is missing or not a list"),
      ({"timing": {"results": [{"name": "pack/tokens:1", "median_s": 0}]}}, "\"median_s\" is 0, not a number > 0"),
-     ({"timing": {"results": [7]}}, "is not an object with a \"name\"")],
-    ids=["no-timing", "results-not-list", "zero-median", "not-object"],
+     ({"timing": {"results": [7]}}, "is not an object with a \"name\""),
+     # peer_torch.py's format is not Google Benchmark's: a NaN literal in it is refused.
+     ({"timing": {"results": [{"name": "pack/tokens:1", "median_s": math.nan}]}}, "non-standard literal NaN")],
+    ids=["no-timing", "results-not-list", "zero-median", "not-object", "nan-literal"],
 )
 def test_bad_peer(tmp_path: Path, cache_bench: Path, peer: dict, message: str) -> None:
     path = tmp_path / "peer.json"
