@@ -2,15 +2,15 @@
 # Compiler launcher of the sm_90a object library (kernels/CMakeLists.txt): runs the compiler
 # command given as arguments, unchanged, and reads ptxas's messages on standard error:
 #
-# 1. A message that ptxas serialized a kernel's wgmma ("(C75nn) Potential Performance Loss:
-#    wgmma.mma_async instructions are serialized ...") fails the compile: the message is passed on,
+# 1. A "Potential Performance Loss" message of ptxas fails the compile: the message is passed on,
 #    followed by one line saying so, and the exit status is 1 (the compiler's own when it failed).
-#    ptxas then waits for every wgmma before the next instruction: no product overlaps another
-#    or the softmax, while the kernel still computes the right values, so no correctness test
-#    notices. Causes seen: code placed after a wgmma issue inside a loop (the crossover sparse MQA
-#    with its next block's Q copies there ran 12 % slower per tile on an H100), a wait for an
-#    earlier product issued after a later one (C7514), non-wgmma writes to an accumulator while its
-#    product is in flight (C7515).
+#    These messages (C75xx) say that ptxas serialized a kernel's wgmma, or ignored its setmaxnreg:
+#    the kernel still computes the right values, so no correctness test notices, but every product
+#    waits for the one before (no product overlaps another or the softmax), or the warpgroups keep
+#    the register split the kernel was written against. Causes: code placed after a wgmma issue
+#    inside a loop (in the crossover sparse MQA, the next block's Q copies there cost about 12 %
+#    per tile on an H100), a wait for an earlier product issued after a later one (C7514),
+#    non-wgmma writes to an accumulator while its product is in flight (C7515).
 #
 # 2. Exactly one kind of line is dropped, ptxas's advisory
 #      ptxas info    : (C7519) warpgroup.arrive is injected in around line N by compiler to allow use
@@ -30,11 +30,12 @@
 set -u
 err=$(mktemp) || exit 1
 trap 'rm -f "$err"' EXIT
+trap 'exit 130' INT TERM  # through the EXIT trap, which removes the file
 "$@" 2>"$err"
 status=$?
 grep -v -E "^ptxas info +: \(C7519\) warpgroup\.arrive is injected in around line [0-9]+ by compiler to allow use of registers in GMMA in function '_ZN3mla11dense_wgmma[A-Za-z0-9_]*'\$" "$err" >&2
-if [ "$status" -eq 0 ] && grep -q -E "Potential Performance Loss: wgmma" "$err"; then
-  echo "error: ptxas serialized the wgmma of an sm_90a kernel (message above): every product would wait for the one before; see kernels/cmake/ptxas_wgmma_launcher.sh" >&2
+if [ "$status" -eq 0 ] && grep -q -E "Potential Performance Loss" "$err"; then
+  echo "error: ptxas reported a performance loss in an sm_90a kernel (message above): serialized wgmma or an ignored setmaxnreg; see kernels/cmake/ptxas_wgmma_launcher.sh" >&2
   exit 1
 fi
 exit $status

@@ -82,7 +82,7 @@
 // wgmma: wgmma_fence() stands before the branch that chooses the wide or the narrow sequence and
 // the commit after the branches join, so ptxas repeats the fence in each branch (and adds an empty
 // wgmma at the join for the commit). The build drops exactly that advisory
-// (kernels/cmake/filter_ptxas_c7519.sh).
+// (kernels/cmake/ptxas_wgmma_launcher.sh).
 //
 // Figures and profiles: docs/performance.md.
 #include "kernels/cuda/dense_mha/dense_mha_impls.h"
