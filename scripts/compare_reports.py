@@ -16,7 +16,7 @@ import os
 import stat
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, NoReturn
 
@@ -41,6 +41,9 @@ ZERO_EXPECTED_COUNTERS = (
     "guard_bytes_changed",
     "untouched_bytes_changed",
 )
+
+# The Google Benchmark user counter of timed calls that began before the caller had queued them.
+LATE_QUEUE_COUNTER = "late_queue_calls"
 
 TIME_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
@@ -570,6 +573,7 @@ class BenchTiming:
     spread_ns: float
     source: str  # how center_ns was obtained: "median aggregate", "mean of 3 iterations", ...
     error: str | None = None
+    late_queue_calls: float | None = None  # from the rows center_ns came from; None: not reported
 
 
 @dataclass(frozen=True)
@@ -643,7 +647,7 @@ def centre_rows(name: str, entries: list[dict[str, Any]], where: str) -> tuple[l
 
 def reduce_runs(name: str, entries: list[dict[str, Any]], where: str) -> BenchTiming:
     """Centre: centre_rows' (the mean over its rows). Spread: the stddev aggregate, else half the
-    range of the iterations, else 0."""
+    range of the iterations, else 0. Late-queued calls: late_queue_count of the centre's rows."""
     errors = [entry.get("error_message") or "error" for entry in entries if entry.get("error_occurred")]
     if errors:
         return BenchTiming(name, math.nan, math.nan, "error", error=str(errors[0]))
@@ -658,7 +662,20 @@ def reduce_runs(name: str, entries: list[dict[str, Any]], where: str) -> BenchTi
         spread = (max(iterations) - min(iterations)) / 2.0
     else:
         spread = 0.0
-    return BenchTiming(name, center, spread, source)
+    return BenchTiming(name, center, spread, source, late_queue_calls=late_queue_count(rows))
+
+
+def late_queue_count(rows: list[dict[str, Any]]) -> float | None:
+    """late_queue_calls (mla-bench's and peer_timing.py's counter: timed calls whose start event
+    the GPU had reached before the call was queued) of the rows a benchmark's time is read from
+    (centre_rows): the median aggregate's value, the mean over the iterations, or the mean
+    aggregate's value. None (not reported: a host run, a tool that does not count them) when one
+    of those rows lacks the counter or holds a non-finite value (Google Benchmark writes NaN in a
+    cv aggregate, never one of these rows; anywhere else it is as unknown)."""
+    values = [as_number(row.get(LATE_QUEUE_COUNTER)) for row in rows]
+    if not values or any(value is None for value in values):
+        return None
+    return sum(values) / len(values)  # type: ignore[arg-type]
 
 
 def group_benchmarks(document: dict[str, Any], where: str) -> dict[str, list[dict[str, Any]]]:
@@ -722,6 +739,52 @@ def error_finding(base: BenchTiming, new: BenchTiming) -> Finding:
         return Finding(Severity.INFO, "error", subject, "now runs", detail, data)
     detail = new.error if new.error == base.error else f"{new.error} (BASE: {base.error})"
     return Finding(Severity.WARNING, "error", subject, "errored in BASE and NEW", detail, data)
+
+
+def has_late_calls(timing: BenchTiming) -> bool:
+    """Whether the benchmark reported late_queue_calls above 0 (an errored one reports none)."""
+    return timing.late_queue_calls is not None and timing.late_queue_calls > 0
+
+
+def late_calls_text(timing: BenchTiming) -> str:
+    """A benchmark's late-queued calls per repetition for a message, with the statistic its time
+    is too (the first word of its source: median or mean): "median 1 late-queued call", "mean 2.5
+    late-queued calls" (a mean to one decimal)."""
+    count = timing.late_queue_calls or 0.0
+    number = str(int(count)) if count.is_integer() else f"{count:.1f}"
+    return f"{timing.source.split()[0]} {number} late-queued call{'' if count == 1 else 's'}"
+
+
+def late_queue_note(base: BenchTiming, new: BenchTiming) -> str | None:
+    """Which side had late-queued calls (late_queue_calls > 0) and how many, with what that does
+    to the time; None when neither had any or reported none."""
+    sides = [
+        f"{role}: {late_calls_text(timing)}"
+        for role, timing in (("BASE", base), ("NEW", new))
+        if has_late_calls(timing)
+    ]
+    if not sides:
+        return None
+    return "; ".join(sides) + ": the time holds launch gaps; raise --lead-cycles"
+
+
+def with_late_queue(finding: Finding | None, base: BenchTiming, new: BenchTiming) -> Finding | None:
+    """The benchmark's finding with its late-queued calls, where BASE or NEW had any: a time
+    finding keeps its severity and gets them at the front of its detail (the table truncates the
+    detail); a benchmark without a finding (within noise) gets a WARNING of its own, which does
+    not fail. --json carries base_late_queue_calls / new_late_queue_calls (null: not reported).
+    An errored side reports none (reduce_runs)."""
+    note = late_queue_note(base, new)
+    if note is None:
+        return finding
+    data = {"base_late_queue_calls": base.late_queue_calls, "new_late_queue_calls": new.late_queue_calls}
+    if finding is not None:
+        return replace(finding, detail=f"{note}; {finding.detail}", data={**finding.data, **data})
+    roles = " and ".join(role for role, timing in (("BASE", base), ("NEW", new)) if has_late_calls(timing))
+    return Finding(
+        Severity.WARNING, "late-queue", (base.name,), f"late-queued calls in {roles}", note,
+        {**timing_data("BASE", base), **timing_data("NEW", new), **data},
+    )
 
 
 def compare_timing(base: BenchTiming, new: BenchTiming, options: Options) -> Finding | None:
@@ -792,8 +855,9 @@ def compare_benchmarks(base: BenchFile, new: BenchFile, options: Options) -> Com
         compared += 1
         finding = compare_timing(base_timing, new_timing, options)
         if finding is None:
-            within_noise += 1
-        else:
+            within_noise += 1  # in time; late-queued calls may still give it a WARNING
+        finding = with_late_queue(finding, base_timing, new_timing)
+        if finding is not None:
             findings.append(finding)
     for name, new_timing in new.timings.items():
         if name not in base.timings:
@@ -979,7 +1043,15 @@ benchmark files
   error_occurred (Google Benchmark's error_message is shown) is a REGRESSION when it errored in
   NEW only, a WARNING when it errored in both files, INFO ("now runs") when it errored in BASE
   only. A benchmark of BASE missing in NEW is a REGRESSION (a WARNING with --allow-missing); one
-  added in NEW is INFO (a WARNING when it errored). User counters are not compared.
+  added in NEW is INFO (a WARNING when it errored). User counters are not compared, except
+  late_queue_calls (mla-bench and peer_timing.py on a GPU: timed calls whose start the GPU had
+  reached before the call was queued, so the time holds the caller's launch gaps), read from
+  the rows the time comes from (median aggregate, iterations' mean, mean aggregate; absent or
+  NaN is not reported). Where BASE or NEW has late_queue_calls > 0, the benchmark's finding
+  keeps its severity and names the side and the count ("NEW: median 85 late-queued calls: the
+  time holds launch gaps; raise --lead-cycles"); a benchmark within noise gets a WARNING of its
+  own ("late-queued calls in NEW"), which does not fail. --json: base_late_queue_calls and
+  new_late_queue_calls (null: not reported).
   Google Benchmark writes the literal NaN (or Infinity) for a statistic it cannot compute, such
   as the cv aggregate of a counter whose mean is 0 (late_queue_calls): benchmark files may hold
   these literals. A real_time that is read (median, mean or stddev aggregate, iteration) must

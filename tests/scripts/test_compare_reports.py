@@ -7,6 +7,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -420,7 +421,7 @@ def test_help_documents_options_and_exit_codes():
     result = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0
     for text in ("--allow-missing", "--strict-skip", "--fail-on-drift", "--drift-rel", "--drift-abs",
-                 "--perf-floor", "--json", "exit codes", SCHEMA):
+                 "--perf-floor", "--json", "exit codes", SCHEMA, "late_queue_calls"):
         assert text in result.stdout
 
 
@@ -800,6 +801,189 @@ def test_benchmark_files_with_a_non_finite_cv_counter_are_compared_on_their_time
     [finding] = json.loads(out.read_text())["findings"]
     assert finding["base_ns"] == 1000.0 and finding["new_ns"] == 1200.0 and finding["limit_ns"] == 50.0
     assert run_compare(tmp_path, base, base).returncode == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Benchmark files: late-queued calls (late_queue_calls)
+
+LATE_ADVICE = "the time holds launch gaps; raise --lead-cycles"
+
+
+def with_late(bench: dict, iterations: list[float] | None = None, median: float | None = None,
+              mean: float | None = None, cv: float | None = None, name: str = "BM_Decode/64") -> dict:
+    """A copy of bench in which benchmark `name` holds late_queue_calls: one value per iteration
+    row, and on the median, mean and cv aggregates; None leaves the counter out of those rows."""
+    bench = copy.deepcopy(bench)
+    entries = [e for e in bench["benchmarks"] if e["run_name"] == name]
+    if iterations is not None:
+        rows = [e for e in entries if e["run_type"] == "iteration"]
+        assert len(rows) == len(iterations)
+        for row, value in zip(rows, iterations):
+            row["late_queue_calls"] = value
+    for aggregate, value in (("median", median), ("mean", mean), ("cv", cv)):
+        if value is not None:
+            next(e for e in entries if e.get("aggregate_name") == aggregate)["late_queue_calls"] = value
+    return bench
+
+
+def clean(bench: dict) -> dict:
+    """bench as mla-bench writes it on a GPU without late calls: 0 in every repetition, so the
+    median and mean aggregates are 0 and the cv aggregate (0 / 0) is NaN."""
+    return with_late(bench, iterations=[0.0, 0.0, 0.0], median=0.0, mean=0.0, cv=math.nan)
+
+
+def only_findings(out: Path) -> list[dict]:
+    return json.loads(out.read_text())["findings"]
+
+
+def assert_late_warning(result: subprocess.CompletedProcess, expected: str | None) -> None:
+    """The comparison passed with no finding (expected None), or with one WARNING whose detail is
+    `expected` followed by the advice."""
+    assert result.returncode == 0, result.stdout + result.stderr
+    if expected is None:
+        assert "No changes." in result.stdout
+    else:
+        [line] = finding_lines(result, "WARNING")
+        assert line.endswith(f"{expected}: {LATE_ADVICE}")
+
+
+def cells(line: str) -> list[str]:
+    """A table row's cells (the columns are separated by two or more spaces)."""
+    return re.split(r" {2,}", line)
+
+
+def test_late_calls_in_new_on_an_unchanged_benchmark_are_a_warning_that_does_not_fail(tmp_path):
+    # Median 1000 ns -> 1010 ns: within max(10, 10, 5 % of 1000) = 50 ns. NEW: 80, 85, 90 late calls.
+    base = clean(make_bench({"BM_Decode/64": (1000.0, 10.0)}))
+    new = with_late(make_bench({"BM_Decode/64": (1010.0, 10.0)}), iterations=[80.0, 85.0, 90.0],
+                    median=85.0, mean=85.0, cv=0.05)
+    out = tmp_path / "comparison.json"
+    result = run_compare(tmp_path, base, new, "--json", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    [line] = finding_lines(result, "WARNING")
+    assert cells(line) == ["WARNING", "BM_Decode/64", "late-queued calls in NEW",
+                           "NEW: median 85 late-queued calls: " + LATE_ADVICE]
+    assert finding_lines(result, "REGRESSION") == []
+    assert ("1 benchmark compared, 1 within noise: 0 regressions, 1 warning, 0 improvements, 0 info. "
+            "OK (exit 0).") in result.stdout
+    [finding] = only_findings(out)
+    assert finding["severity"] == "WARNING" and finding["category"] == "late-queue"
+    assert finding["change"] == "late-queued calls in NEW"
+    assert finding["base_late_queue_calls"] == 0.0 and finding["new_late_queue_calls"] == 85.0
+    assert finding["base_ns"] == 1000.0 and finding["new_ns"] == 1010.0
+    assert json.loads(out.read_text())["exit_code"] == 0
+
+
+def test_late_calls_in_base_or_both_name_the_side(tmp_path):
+    late_3 = with_late(make_bench({"BM_Decode/64": (1000.0, 10.0)}), median=3.0)
+    late_1 = with_late(make_bench({"BM_Decode/64": (1000.0, 10.0)}), median=1.0)
+    result = run_compare(tmp_path, late_3, clean(make_bench({"BM_Decode/64": (1000.0, 10.0)})))
+    assert result.returncode == 0
+    [line] = finding_lines(result, "WARNING")
+    assert cells(line)[2:] == ["late-queued calls in BASE", "BASE: median 3 late-queued calls: " + LATE_ADVICE]
+    out = tmp_path / "comparison.json"
+    assert run_compare(tmp_path, late_3, late_1, "--json", str(out)).returncode == 0
+    [finding] = only_findings(out)
+    assert finding["change"] == "late-queued calls in BASE and NEW"
+    assert finding["detail"] == "BASE: median 3 late-queued calls; NEW: median 1 late-queued call: " + LATE_ADVICE
+    assert finding["base_late_queue_calls"] == 3.0 and finding["new_late_queue_calls"] == 1.0
+
+
+def test_a_regression_with_late_calls_in_new_stays_a_regression_and_names_them(tmp_path):
+    # Median 1000 ns -> 1200 ns, stddev 10 ns: +20 %, beyond 50 ns. BASE reports no counter.
+    base = make_bench({"BM_Decode/64": (1000.0, 10.0)})
+    new = with_late(make_bench({"BM_Decode/64": (1200.0, 10.0)}), median=40.0)
+    out = tmp_path / "comparison.json"
+    result = run_compare(tmp_path, base, new, "--json", str(out))
+    assert result.returncode == 2, result.stdout + result.stderr
+    [line] = finding_lines(result, "REGRESSION")
+    assert cells(line)[2] == "1 us -> 1.2 us (+20.0%)"
+    assert cells(line)[3].startswith("NEW: median 40 late-queued calls: " + LATE_ADVICE + "; slower")
+    assert finding_lines(result, "WARNING") == []
+    assert "1 regression, 0 warnings, 0 improvements, 0 info. REGRESSION (exit 2)." in result.stdout
+    [finding] = only_findings(out)
+    assert finding["severity"] == "REGRESSION" and finding["category"] == "performance"
+    assert finding["detail"] == ("NEW: median 40 late-queued calls: " + LATE_ADVICE
+                                 + "; slower beyond ±50 ns (spread 10 ns / 10 ns, floor 5%)")
+    assert finding["base_late_queue_calls"] is None and finding["new_late_queue_calls"] == 40.0
+    assert finding["base_ns"] == 1000.0 and finding["new_ns"] == 1200.0
+
+
+def test_a_speed_up_with_late_calls_in_base_stays_an_improvement(tmp_path):
+    base = with_late(make_bench({"BM_Decode/64": (1000.0, 10.0)}), median=12.0)
+    new = clean(make_bench({"BM_Decode/64": (800.0, 10.0)}))
+    result = run_compare(tmp_path, base, new)
+    assert result.returncode == 0, result.stdout + result.stderr
+    [line] = finding_lines(result, "IMPROVED")
+    assert cells(line)[2] == "1 us -> 800 ns (-20.0%)"
+    assert cells(line)[3].startswith("BASE: median 12 late-queued calls: " + LATE_ADVICE + "; faster")
+    assert "0 regressions, 0 warnings, 1 improvement, 0 info. OK (exit 0)." in result.stdout
+
+
+@pytest.mark.parametrize("counters", ["absent", "zero", "zero and absent"])
+def test_no_late_calls_add_nothing(tmp_path, counters):
+    def file(median_ns: float, side: int) -> dict:
+        bench = make_bench({"BM_Decode/64": (median_ns, 10.0)})
+        return bench if counters == "absent" or (counters == "zero and absent" and side == 1) else clean(bench)
+
+    result = run_compare(tmp_path, file(1000.0, 0), file(1010.0, 1))
+    assert result.returncode == 0 and "No changes." in result.stdout
+    assert "1 benchmark compared, 1 within noise: 0 regressions, 0 warnings" in result.stdout
+    out = tmp_path / "comparison.json"
+    result = run_compare(tmp_path, file(1000.0, 0), file(1200.0, 1), "--json", str(out))
+    assert result.returncode == 2
+    [finding] = only_findings(out)
+    assert finding["detail"] == "slower beyond ±50 ns (spread 10 ns / 10 ns, floor 5%)"
+    assert "base_late_queue_calls" not in finding and "new_late_queue_calls" not in finding
+    assert "late-queued" not in result.stdout
+
+
+@pytest.mark.parametrize("edit, expected", [
+    # The time comes from the median aggregate: so does the counter, whatever the iterations say.
+    (dict(iterations=[30.0, 30.0, 30.0], median=0.0, mean=30.0), None),
+    (dict(iterations=[0.0, 0.0, 0.0], median=7.0, mean=0.0), "NEW: median 7 late-queued calls"),
+    # A NaN or absent median counter is not reported, though the iterations had late calls.
+    (dict(iterations=[50.0, 50.0, 50.0], median=math.nan, mean=50.0), None),
+    (dict(iterations=[50.0, 50.0, 50.0], mean=50.0), None),
+], ids=["median 0, iterations 30", "median 7, iterations 0", "median NaN", "median absent"])
+def test_the_counter_is_read_from_the_median_aggregate_when_the_time_is(tmp_path, edit, expected):
+    base = clean(make_bench({"BM_Decode/64": (1000.0, 10.0)}))
+    result = run_compare(tmp_path, base, with_late(make_bench({"BM_Decode/64": (1000.0, 10.0)}), **edit))
+    assert_late_warning(result, expected)
+
+
+def iteration_bench(late: list[float | None]) -> dict:
+    """A benchmark of iterations only (no aggregates), 1000 ns each, with these late_queue_calls
+    (None: the row has no counter)."""
+    rows = [{"name": "BM_Gather", "run_name": "BM_Gather", "run_type": "iteration", "real_time": 1000.0,
+             "time_unit": "ns", "iterations": 10} for _ in late]
+    for row, value in zip(rows, late):
+        if value is not None:
+            row["late_queue_calls"] = value
+    return {"context": {}, "benchmarks": rows}
+
+
+@pytest.mark.parametrize("late, expected", [
+    ([1.0, 2.0, 3.0, 4.0], "NEW: mean 2.5 late-queued calls"),
+    ([0.0, 0.0, 0.0, 3.0], "NEW: mean 0.8 late-queued calls"),
+    ([0.0, 0.0, 0.0, 4.0], "NEW: mean 1 late-queued call"),
+    ([0.0, 0.0, 0.0, 0.0], None),
+    ([None, 4.0, 4.0, 4.0], None),      # one iteration without the counter: the mean is unknown
+    ([math.nan, 4.0, 4.0, 4.0], None),
+], ids=["mean 2.5", "mean 0.75", "mean 1", "zeros", "one absent", "one NaN"])
+def test_the_counter_is_the_mean_over_the_iterations_when_the_time_is(tmp_path, late, expected):
+    result = run_compare(tmp_path, iteration_bench([0.0] * 4), iteration_bench(late))
+    assert_late_warning(result, expected)
+
+
+def test_the_counter_is_the_mean_aggregates_when_the_time_is(tmp_path):
+    def mean_only(late: float) -> dict:
+        bench = make_bench({"BM_Decode/64": (1000.0, 10.0)})
+        bench["benchmarks"] = [e for e in bench["benchmarks"]
+                               if e["run_type"] == "aggregate" and e["aggregate_name"] != "median"]
+        return with_late(bench, mean=late, cv=0.5)  # the cv aggregate's value is never read
+
+    assert_late_warning(run_compare(tmp_path, mean_only(0.0), mean_only(4.0)), "NEW: mean 4 late-queued calls")
 
 
 @pytest.mark.parametrize("aggregate, literal", [("median", "NaN"), ("median", "Infinity"), ("stddev", "NaN")])
