@@ -18,7 +18,7 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, NoReturn
+from typing import Any, Callable, Iterable, NoReturn
 
 REPORT_SCHEMA = "mla-harness.report/1"
 
@@ -122,7 +122,12 @@ class Comparison:
 def reject_constant(name: str) -> Any:
     """json.loads' hook for NaN / Infinity / -Infinity in a file that is not a Google Benchmark
     output: not JSON, and our own files (mla-check reports, shards) write null instead."""
-    raise ValueError(f"non-standard literal {name} (JSON has no NaN or infinities)")
+    raise ValueError(nonstandard_literal(name))
+
+
+def nonstandard_literal(name: str) -> str:
+    """Why NaN / Infinity / -Infinity is refused where it is."""
+    return f"non-standard literal {name} (JSON has no NaN or infinities)"
 
 
 def google_benchmark_constant(name: str) -> float:
@@ -159,6 +164,11 @@ def load_json(path: Path, role: str, *, google_benchmark: bool = False) -> dict[
     Benchmark output (mla-bench's --benchmark_out, peer_timing.py's --out), which holds them where
     a statistic cannot be computed; they are then read as float nan / inf (google_benchmark_constant).
     """
+    return parse_json_file(path, role, google_benchmark_constant if google_benchmark else reject_constant)
+
+
+def parse_json_file(path: Path, role: str, constant: Callable[[str], Any]) -> dict[str, Any]:
+    """load_json with json.loads' parse_constant hook `constant` for NaN / Infinity / -Infinity."""
     # Only regular files: a FIFO would block the read forever, a device might never end.
     try:
         mode = path.stat().st_mode
@@ -180,7 +190,6 @@ def load_json(path: Path, role: str, *, google_benchmark: bool = False) -> dict[
         raise BadInput(f"cannot read {role} file {path}: {error}") from None
     text = text.removeprefix("\ufeff")  # a byte order mark is skipped, as mla-check and mla-bench skip it
     try:
-        constant = google_benchmark_constant if google_benchmark else reject_constant
         document = json.loads(text, parse_constant=constant, object_pairs_hook=reject_duplicate_keys)
     except json.JSONDecodeError as error:
         raise BadInput(
@@ -196,11 +205,17 @@ def load_json(path: Path, role: str, *, google_benchmark: bool = False) -> dict[
 
 def load_either(path: Path, role: str) -> dict[str, Any]:
     """BASE or NEW, which may be a Google Benchmark output (NaN and Infinity literals accepted) or
-    a report (refused): the kind is known only from the parsed document, so a report is parsed a
-    second time, refusing them."""
-    document = load_json(path, role, google_benchmark=True)
-    if detect_kind(document, role, path) is Kind.REPORT:
-        document = load_json(path, role)
+    a report (refused): the kind is known only from the parsed document, so the literals are
+    recorded while parsing and refused afterwards when it is a report."""
+    literals: list[str] = []
+
+    def record(name: str) -> float:
+        literals.append(name)
+        return google_benchmark_constant(name)
+
+    document = parse_json_file(path, role, record)
+    if literals and detect_kind(document, role, path) is Kind.REPORT:
+        raise BadInput(f"{role} file {path} is not usable JSON: {nonstandard_literal(literals[0])}")
     return document
 
 

@@ -54,7 +54,6 @@ Examples:
 import argparse
 import datetime
 import json
-import math
 import os
 import re
 import socket
@@ -67,6 +66,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare_reports import BadInput, group_benchmarks, load_json, reduce_runs  # noqa: E402
 from peer_common import (  # noqa: E402
     ENTRY_BYTES, KV_COLS, LATENT_DIMS, NOPE_DIMS, REPO_ROOT, PeerError, convert_torch, dequantize_entries,
     gather_torch, pack_torch, quantize_entries, write_json)
@@ -636,34 +636,20 @@ def copy_rate(device, iters=9):
 # ----------------------------------------------------------------------------------------------
 
 def load_ours(path):
-    """{benchmark name: seconds} from an mla-bench JSON output: the median aggregate when there is
-    one, else the mean of the iteration rows. Names lose Google Benchmark's /manual_time suffix.
-    The file may hold NaN and Infinity literals (json.loads reads them): Google Benchmark writes
-    them for a statistic it cannot compute, e.g. the cv aggregate of a counter whose mean is 0. A
-    time read here must be a finite number > 0; else ValueError naming the file and the entry."""
-    data = json.loads(Path(path).read_text())
-    unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
-    medians, iterations = {}, {}
-    for index, e in enumerate(data.get("benchmarks", [])):
-        if e.get("error_occurred"):
-            continue
-        aggregate = e.get("run_type") == "aggregate" or "aggregate_name" in e
-        if aggregate and e.get("aggregate_name") != "median":
-            continue   # the cv, stddev and mean aggregates are not read
-        name = re.sub(r"/(manual|real)_time$", "", e.get("run_name", e["name"]))
-        real_time = e.get("real_time")
-        if (isinstance(real_time, bool) or not isinstance(real_time, (int, float)) or not math.isfinite(real_time)
-                or real_time <= 0):
-            raise ValueError(f"{path}: at /benchmarks/{index} ({e.get('name')!r}): \"real_time\" is "
-                             f"{json.dumps(real_time)}, not a finite number > 0")
-        seconds = real_time * unit[e.get("time_unit", "ns")]
-        if aggregate:
-            medians[name] = seconds
-        else:
-            iterations.setdefault(name, []).append(seconds)
-    ours = {n: sum(v) / len(v) for n, v in iterations.items()}
-    ours.update(medians)
-    return ours
+    """{benchmark name: seconds} from an mla-bench JSON output, each time read as
+    scripts/compare_reports.py reads a benchmark file (reduce_runs: the median aggregate, else the
+    mean of the iterations, else the mean aggregate); errored benchmarks are left out. Names lose
+    Google Benchmark's /manual_time suffix. The file may hold the NaN and Infinity literals Google
+    Benchmark writes for a statistic it cannot compute (e.g. the cv aggregate of a counter whose
+    mean is 0); an unusable file, or a time read that is not a finite number > 0, is a ValueError
+    naming the file and the entry."""
+    where = f"--ours file {path}"
+    try:
+        document = load_json(Path(path), "--ours", google_benchmark=True)
+        timings = [reduce_runs(name, entries, where) for name, entries in group_benchmarks(document, where).items()]
+    except BadInput as error:
+        raise ValueError(str(error)) from None
+    return {re.sub(r"/(manual|real)_time$", "", t.name): t.center_ns * 1e-9 for t in timings if t.error is None}
 
 
 def ours_lead_cycles(path):

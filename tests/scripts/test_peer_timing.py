@@ -402,8 +402,8 @@ def test_a_non_finite_time_in_ours_names_the_file_and_the_entry(peer_timing, tmp
     path.write_text(json.dumps({"context": {}, "benchmarks": rows}))
     with pytest.raises(ValueError) as error:
         peer_timing.load_ours(path)
-    assert str(error.value) == (f"{path}: at /benchmarks/{index} ('dense_mha/H:16/manual_time_median'): "
-                                f"\"real_time\" is {literal}, not a finite number > 0")
+    assert str(error.value) == (f"--ours file {path}: at /benchmarks/{index} ('dense_mha/H:16/manual_time_median'): "
+                                f"\"real_time\" is {literal}, not a finite number")
 
 
 # ---------------------------------------------------------------------------------------------
