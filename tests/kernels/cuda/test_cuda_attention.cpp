@@ -350,6 +350,10 @@ TEST_F(CudaAttentionTest, SparseMqaMatchesHost) {
       // Paired head groups (crossover) with a last tile of 8 columns: the second CTA's half of it
       // lies wholly past topk; unaligned q (plain Q loads).
       {128, 200, 3, 64, 32, 1, 1.0f, "partial-tile-paired-head-groups"},
+      // More item pairs (100, or 300 with the split plan) than clusters are resident at once (66 on
+      // a 132-SM H100): every persistent crossover CTA runs several blocks, of 5 tiles, or of 2, 2
+      // and 1 tiles with split partials, through the same stages and barriers.
+      {128, 320, 100, 64, 0, 0, 0.25f, "persistent-blocks"},
   };
   Rng rng(98765);
   for (const SparseCase& c : cases) {
