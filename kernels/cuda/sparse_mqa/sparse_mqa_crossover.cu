@@ -44,29 +44,34 @@
 //     256 c .. 256 c + 255] += P V (4 k16 steps x 2 m64n128k16, B = the first 512 dims of the K
 //     stage, MN-major with the transpose bit), left in flight into the next tile. The validity of
 //     its 32 columns comes from the index row (one load per lane, a ballot), the producer's rule.
-//   Per tile t (stage s = t & 1, its (t >> 1)-th use: parity (t >> 1) & 1):
-//     producer: entry loads; wait empty[s] (t >= 2: both CTAs' consumers are done with tile
-//       t - 2); dequantize and store; fence.proxy.async (its own rows, st.shared, before the
+//   Per tile g of the CTA (stage s = g & 1, its (g >> 1)-th use: parity (g >> 1) & 1):
+//     producer: entry loads; wait empty[s] (g >= 2: both CTAs' consumers are done with tile
+//       g - 2); dequantize and store; fence.proxy.async (its own rows, st.shared, before the
 //       consumers' wgmma reads); arrive on its own full[s] (release, CTA scope), thread 0 with
 //       expect_tx of the partner's half (32 rows x 1152 bytes, which the partner's st.async
 //       complete). No cluster-scope release per tile: the partner's rows are published by the
 //       transaction count, not by a fence.
-//     consumers: ballot of valid columns; wgmma_wait<0> (P V of tile t - 1 done; lane 0 of each
-//       warp then arrives on empty[(t - 1) & 1] of both CTAs when tile t + 1 reuses that stage);
-//       wait full[s] (acquire, cluster scope), fence.proxy.async (the partner's st.async rows, then
-//       read by wgmma); S_t; softmax; (C1) named barrier of the 256
-//       consumer threads: both tile maxima visible, both P V of tile t - 1 done; P, O *= factor,
-//       fence.proxy.async; (C2) named barrier: P complete; issue P V_t. (Waiting for P V_{t-1}
-//       with wgmma_wait<1> after issuing S_t made ptxas serialize every wgmma, C7514.)
+//     consumers: ballot of valid columns; wgmma_wait<0> (P V of tile g - 1 done; lane 0 of each
+//       warp then arrives on empty[(g - 1) & 1] of both CTAs when the CTA has a tile g + 1, which
+//       reuses that stage; for a block's last tile that arrival comes after the block's final
+//       wgmma_wait); wait full[s] (acquire, cluster scope), fence.proxy.async (the partner's
+//       st.async rows, then read by wgmma); S_g; softmax; (C1) named barrier of the 256
+//       consumer threads: both tile maxima visible, both P V of tile g - 1 done; P, O *= factor,
+//       fence.proxy.async; (C2) named barrier: P complete, both warpgroups' S_g done; issue P V_g.
+//       (Waiting for P V_{g-1} with wgmma_wait<1> after issuing S_g made ptxas serialize every
+//       wgmma, C7514.)
 //   mbarriers (per CTA): full[2], 128 arrivals (this CTA's producer threads) and 36,864 bytes of
 //   transactions (the partner's half; complete when both halves of the stage are written; a
 //   partner's st.async may land before this CTA's expect_tx, which the transaction count allows),
 //   empty[2], 16 arrivals (lane 0 of every consumer warp of both CTAs, after wgmma_wait: the
 //   warpgroup's reads of the stage are complete; the arrivals publish no data, so they release
 //   at CTA scope, the default, and the producer's wait acquires at CTA scope).
-//   Per block, consumers: (A) named barrier (the previous block's S reads of Q and s_sum reads
-//   done), Q copies (unless issued during the previous block's last tile, after its C2) and their
-//   wait, (B) named barrier, the tiles, the final wgmma_wait, the row write.
+//   Per block, consumers: Q copies (unless issued after the previous block's tile loop: its last
+//   C2 saw both warpgroups' last S, the only reads of Q) and their wait, (B) named barrier (Q
+//   complete; also every thread done reading s_sum in the previous block's row write, which this
+//   block's row write overwrites), the tiles, the final wgmma_wait, the row write. g counts at
+//   most ceil(blocks / gridDim.x) x ceil(topk / 64) tiles, within uint32 for any grid the launcher
+//   accepts (blocks < 2^31) and top-k below 2^12 x gridDim.x.
 //   A cluster barrier after the mbarrier inits (the partner's st.async complete on them and write
 //   the K stages) and one before exit (no CTA leaves while its partner may still reach its shared
 //   memory).
@@ -348,11 +353,9 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   };
 
   uint32_t g = 0;          // this CTA's tiles so far, over all its blocks (the producer's count)
-  bool q_issued = false;   // the block's Q copies were issued during the previous block's last tile
+  bool q_issued = false;   // the block's Q copies were issued after the previous block's tile loop
   for (int64_t block = blockIdx.x; block < a.blocks; block += gridDim.x) {
     const CtaWork w = cta_work(a, kHeads, static_cast<int32_t>(block));
-    // (A) Both warpgroups are done with the previous block: its S reads of Q and its s_sum reads.
-    consumer_sync();
     if (w.ntiles > 0) {
       if (!q_issued) load_q(w);
       // cp.async.wait_group waits only for committed groups (load_q commits): an uncommitted copy
@@ -373,6 +376,11 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
       for (int i = 0; i < 64; ++i) o[j][i] = 0.0f;
     }
 
+    // Tile t >= 1 releases the stage of tile t - 1 for the CTA's next tile but one: always when a
+    // later block follows (that tile may be its first), else only while t + 1 < ntiles, so that no
+    // arrival is left that no producer waits for. (Computed once per block: the same condition
+    // written in the loop made ptxas serialize the kernel's wgmma, C7515.)
+    const int last_release = block + gridDim.x < a.blocks ? w.ntiles + 1 : w.ntiles;
     for (int tile = 0; tile < w.ntiles; ++tile, ++g) {
       const int s = static_cast<int>(g & 1);
       const uint32_t k_stage = sbase + kOffK + s * kTileBytes;
@@ -384,7 +392,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
       wgmma::wgmma_wait<0>();
       wgmma::fence_operands(o[0]);
       wgmma::fence_operands(o[1]);
-      if (tile >= 1) release(g - 1);
+      if (tile >= 1 && tile + 1 < last_release) release(g - 1);
       // Acquire at cluster scope: the phase includes the partner's st.async transactions.
       wgmma::mbar_wait<wgmma::BarScope::kCluster>(sbase + bar_full(s), (g >> 1) & 1);
       wgmma::fence_proxy_async();  // the partner's rows (st.async) -> visible to this thread's wgmma
