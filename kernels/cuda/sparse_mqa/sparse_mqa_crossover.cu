@@ -19,10 +19,14 @@
 // is even, so rank r = blockIdx.x % 2 always runs head group parity r of the same item as its
 // partner). Each CTA counts its tiles over all its blocks (g: stage g & 1, its (g >> 1)-th use), so
 // the producer fills the next block's first tiles while the consumers finish the current block,
-// and the next block's Q copies are issued after the current block's last S. An item then costs
-// its tiles and its row write, not a CTA launch, a Q load and a pipeline fill: with one CTA per
-// item pair, about 19 us per wave of items went to those at FlashMLA's decode shape on an H100
-// (time against top-k at one and at four waves).
+// and the next block's Q copies are issued after the current block's last S, so that they overlap
+// the current block's last P V and row write. Where an item's time goes with one CTA per block
+// (FlashMLA's decode shape, 32 tiles, on an H100; clock64 stamps per phase in an instrumented
+// build, medians over the 512 CTAs): about 197,000 cycles, of which 32 tiles at about 5,300 each,
+// the Q copies about 9,400 (the copies of 256 threads wait on the memory system's queue, not on
+// their issue), the row write about 14,900 and the barriers and first tile about 5,000. The
+// persistent grid hides the CTA start, the Q copies and the producer's first tiles, not the row
+// write: 0.98-0.99 of the time with one CTA per block at four waves of items (docs/performance.md).
 //
 // CTA = 384 threads, one CTA per SM, clusters of 2 (__cluster_dims__):
 //   warpgroup 0, producer (setmaxnreg 88): warp w dequantizes keys 8 w .. 8 w + 7 of the CTA's half
