@@ -7,16 +7,30 @@
 // Why: dequantizing a key (512 FP8 values times their tile scales, rounded to bf16) for the 64
 // heads of a CTA costs more CUDA-core issue than the key's two products cost tensor-core time, so a
 // CTA that dequantizes every key it multiplies waits on its dequantization. The two CTAs of a
-// cluster work on one work item (token, columns [k_begin, k_end)) for head groups 2c and 2c + 1
-// (blockIdx.x = item * head_groups + group, head_groups even: the cluster's CTAs are adjacent);
-// per 64-column tile CTA rank r dequantizes columns 32 r .. 32 r + 31 only and writes each bf16 row
-// into its own K tile and, through distributed shared memory, into its partner's K tile at the same
-// offset (st.async: the store's bytes count against the partner's full barrier of that stage).
-// Each CTA then multiplies all 64 columns for its 64 heads.
+// cluster work on one work item (token, columns [k_begin, k_end)) at a time, for head groups 2c
+// and 2c + 1 (block = item * head_groups + group, head_groups even: blocks 2u and 2u + 1 are one
+// item's pair); per 64-column tile CTA rank r dequantizes columns 32 r .. 32 r + 31 only and
+// writes each bf16 row into its own K tile and, through distributed shared memory, into its
+// partner's K tile at the same offset (st.async: the store's bytes count against the partner's
+// full barrier of that stage). Each CTA then multiplies all 64 columns for its 64 heads.
+//
+// Persistent: the grid is as many clusters as are resident at once (cudaOccupancyMaxActiveClusters,
+// at most one per pair of blocks); CTA blockIdx.x runs blocks blockIdx.x, + gridDim.x, ... (gridDim.x
+// is even, so rank r = blockIdx.x % 2 always runs head group parity r of the same item as its
+// partner). Each CTA counts its tiles over all its blocks (g: stage g & 1, its (g >> 1)-th use), so
+// the producer fills the next block's first tiles while the consumers finish the current block,
+// and the next block's Q copies are issued after the current block's last S, so that they overlap
+// the current block's last P V and row write. Where an item's time goes with one CTA per block
+// (FlashMLA's decode shape, 32 tiles, on an H100; clock64 stamps per phase in an instrumented
+// build, medians over the 512 CTAs): about 197,000 cycles, of which 32 tiles at about 5,300 each,
+// the Q copies about 9,400 (the copies of 256 threads wait on the memory system's queue, not on
+// their issue), the row write about 14,900 and the barriers and first tile about 5,000. The
+// persistent grid hides the CTA start, the Q copies and the producer's first tiles, not the row
+// write: 0.98-0.99 of the time with one CTA per block at four waves of items (docs/performance.md).
 //
 // CTA = 384 threads, one CTA per SM, clusters of 2 (__cluster_dims__):
 //   warpgroup 0, producer (setmaxnreg 88): warp w dequantizes keys 8 w .. 8 w + 7 of the CTA's half
-//     of each tile (rows 32 r + 8 w + k of K stage tile & 1). Lanes 0..7 hold the slots (the next
+//     of each tile (rows 32 r + 8 w + k of K stage g & 1). Lanes 0..7 hold the slots (the next
 //     tile's index loads are issued beside this tile's entry loads); a column past the item's range
 //     or a slot outside [0, num_slots) is invalid. Every lane loads, for all 8 keys before
 //     converting any, bytes [8 l, 8 l + 8) and [256 + 8 l, + 8) of the entry's FP8 part, scale word
@@ -34,26 +48,34 @@
 //     256 c .. 256 c + 255] += P V (4 k16 steps x 2 m64n128k16, B = the first 512 dims of the K
 //     stage, MN-major with the transpose bit), left in flight into the next tile. The validity of
 //     its 32 columns comes from the index row (one load per lane, a ballot), the producer's rule.
-//   Per tile t (stage s = t & 1, its (t >> 1)-th use: parity (t >> 1) & 1):
-//     producer: entry loads; wait empty[s] (t >= 2: both CTAs' consumers are done with tile
-//       t - 2); dequantize and store; fence.proxy.async (its own rows, st.shared, before the
+//   Per tile g of the CTA (stage s = g & 1, its (g >> 1)-th use: parity (g >> 1) & 1):
+//     producer: entry loads; wait empty[s] (g >= 2: both CTAs' consumers are done with tile
+//       g - 2); dequantize and store; fence.proxy.async (its own rows, st.shared, before the
 //       consumers' wgmma reads); arrive on its own full[s] (release, CTA scope), thread 0 with
 //       expect_tx of the partner's half (32 rows x 1152 bytes, which the partner's st.async
 //       complete). No cluster-scope release per tile: the partner's rows are published by the
 //       transaction count, not by a fence.
-//     consumers: ballot of valid columns; wgmma_wait<0> (P V of tile t - 1 done; lane 0 of each
-//       warp then arrives on empty[(t - 1) & 1] of both CTAs when tile t + 1 reuses that stage);
-//       wait full[s] (acquire, cluster scope), fence.proxy.async (the partner's st.async rows, then
-//       read by wgmma); S_t; softmax; (C1) named barrier of the 256
-//       consumer threads: both tile maxima visible, both P V of tile t - 1 done; P, O *= factor,
-//       fence.proxy.async; (C2) named barrier: P complete; issue P V_t. (Waiting for P V_{t-1}
-//       with wgmma_wait<1> after issuing S_t made ptxas serialize every wgmma, C7514.)
+//     consumers: ballot of valid columns; wgmma_wait<0> (P V of tile g - 1 done; lane 0 of each
+//       warp then arrives on empty[(g - 1) & 1] of both CTAs when the CTA has a tile g + 1, which
+//       reuses that stage; for a block's last tile that arrival comes after the block's final
+//       wgmma_wait); wait full[s] (acquire, cluster scope), fence.proxy.async (the partner's
+//       st.async rows, then read by wgmma); S_g; softmax; (C1) named barrier of the 256
+//       consumer threads: both tile maxima visible, both P V of tile g - 1 done; P, O *= factor,
+//       fence.proxy.async; (C2) named barrier: P complete, both warpgroups' S_g done; issue P V_g.
+//       (Waiting for P V_{g-1} with wgmma_wait<1> after issuing S_g made ptxas serialize every
+//       wgmma, C7514.)
 //   mbarriers (per CTA): full[2], 128 arrivals (this CTA's producer threads) and 36,864 bytes of
 //   transactions (the partner's half; complete when both halves of the stage are written; a
 //   partner's st.async may land before this CTA's expect_tx, which the transaction count allows),
 //   empty[2], 16 arrivals (lane 0 of every consumer warp of both CTAs, after wgmma_wait: the
 //   warpgroup's reads of the stage are complete; the arrivals publish no data, so they release
 //   at CTA scope, the default, and the producer's wait acquires at CTA scope).
+//   Per block, consumers: Q copies (unless issued after the previous block's tile loop: its last
+//   C2 saw both warpgroups' last S, the only reads of Q) and their wait, (B) named barrier (Q
+//   complete; also every thread done reading s_sum in the previous block's row write, which this
+//   block's row write overwrites), the tiles, the final wgmma_wait, the row write. g counts at
+//   most ceil(blocks / gridDim.x) x ceil(topk / 64) tiles, within uint32 for any grid the launcher
+//   accepts (blocks < 2^31) and top-k below 2^12 x gridDim.x.
 //   A cluster barrier after the mbarrier inits (the partner's st.async complete on them and write
 //   the K stages) and one before exit (no CTA leaves while its partner may still reach its shared
 //   memory).
@@ -80,6 +102,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -195,67 +218,83 @@ __device__ __forceinline__ int32_t half_slot(const CtaWork& w, int tile, uint32_
   return (lane < 8 && tile < w.ntiles && col < w.ke) ? __ldg(w.idx_row + col) : -1;
 }
 
-// Producer warp `pw`: keys 8 pw .. 8 pw + 7 of this CTA's half (rank) of every tile, into both
-// CTAs' K stages (rows kHalf rank + 8 pw + k).
-__device__ __forceinline__ void produce(const SparseArgs& a, const CtaWork& w, uint32_t sbase, uint8_t* smem,
-                                       uint32_t rank, int pw, int lane) {
+// Tile `tile` of block w, this CTA's g-th tile (stage s = g & 1): waits until both CTAs' consumers
+// are done with the stage's previous use, dequantizes this warp's 8 keys into both CTAs' stage and
+// arrives on this CTA's full[s]. `slot` (lanes 0..7) holds this tile's slots on entry and the next
+// tile's of the same block on return.
+__device__ __forceinline__ void produce_tile(const SparseArgs& a, const CtaWork& w, uint32_t sbase, uint8_t* smem,
+                                            uint32_t peer_base, uint32_t g, int tile, int32_t& slot, uint32_t rank,
+                                            int pw, int lane) {
+  const int s = static_cast<int>(g & 1);
+  // Entry offset of the lane's key (lanes 0..7); -1: invalid (a slot outside [0, num_slots)).
+  const int64_t off = slot_valid(a, slot) ? entry_offset(a, slot) : -1;
+  // Every lane: FP8 bytes [8 lane, + 8) and [256 + 8 lane, + 8), scale word lane % 4 and RoPE
+  // word lane of each key; zeros for an invalid key (its row dequantizes to +0).
+  uint2 n0[kBatch], n1[kBatch];
+  uint32_t scale_word[kBatch], rope[kBatch];
+#pragma unroll
+  for (int k = 0; k < kBatch; ++k) {
+    const int64_t o = __shfl_sync(kFullMask, off, k);
+    n0[k] = n1[k] = make_uint2(0, 0);
+    scale_word[k] = rope[k] = 0;
+    if (o >= 0) {
+      const uint8_t* e = a.cache + o;
+      n0[k] = __ldg(reinterpret_cast<const uint2*>(e) + lane);
+      n1[k] = __ldg(reinterpret_cast<const uint2*>(e) + 32 + lane);
+      scale_word[k] = __ldg(reinterpret_cast<const uint32_t*>(e + DsMlaEntry::kScaleOffset) + (lane & 3));
+      rope[k] = __ldg(reinterpret_cast<const uint32_t*>(e + DsMlaEntry::kRopeOffset) + lane);
+    }
+  }
+  slot = half_slot(w, tile + 1, rank, pw, lane);  // in flight beside this tile's loads
+  // Both CTAs' consumers are done with tile g - 2, the stage's previous use.
+  if (g >= 2) wgmma::mbar_wait(sbase + bar_empty(s), ((g >> 1) - 1) & 1);
+  // Byte offset of this warp's first row in the stage. Opaque to the compiler, so that the
+  // per-row offsets below are computed in the loop instead of being hoisted out of it into 24
+  // registers (which spilled at the producer's register budget).
+  uint32_t stage = kOffK + s * kTileBytes + (kHalf * rank + 8 * pw) * 128;
+  asm volatile("" : "+r"(stage));
+#pragma unroll
+  for (int k = 0; k < kBatch; ++k) {
+    // FP8 bytes [8 c, 8 c + 8) use the scale of tile c / 16: chunk lane -> lane / 16, chunk
+    // 32 + lane -> 2 + lane / 16 (scale word j sits in lanes j, j + 4, ...).
+    const float sc0 = __uint_as_float(__shfl_sync(kFullMask, scale_word[k], lane / 16));
+    const float sc1 = __uint_as_float(__shfl_sync(kFullMask, scale_word[k], 2 + lane / 16));
+    const uint4 v0 = dequant8(n0[k].x, n0[k].y, sc0);
+    const uint4 v1 = dequant8(n1[k].x, n1[k].y, sc1);
+    // Row 8 j + k of the stage (swizzle phase k): chunk lane, chunk 32 + lane (4 blocks on),
+    // RoPE chunk 64 + lane / 4 at byte 4 (lane % 4) (tile_offset's layout).
+    const uint32_t o0 = stage + (lane >> 3) * kBlockBytes + 128 * k + (((lane & 7) ^ k) << 4);
+    const uint32_t o1 = o0 + 4 * kBlockBytes;
+    const uint32_t orope = stage + 8 * kBlockBytes + 128 * k + (((lane >> 2) ^ k) << 4) + 4 * (lane & 3);
+    *reinterpret_cast<uint4*>(smem + o0) = v0;
+    *reinterpret_cast<uint4*>(smem + o1) = v1;
+    *reinterpret_cast<uint32_t*>(smem + orope) = rope[k];
+    const uint32_t peer_full = peer_base + bar_full(s);
+    st_async_v4(peer_base + o0, v0, peer_full);
+    st_async_v4(peer_base + o1, v1, peer_full);
+    st_async_u32(peer_base + orope, rope[k], peer_full);
+  }
+  wgmma::fence_proxy_async();  // this thread's own-stage stores -> visible to wgmma
+  if (pw == 0 && lane == 0) {
+    wgmma::mbar_arrive_expect_tx(sbase + bar_full(s), kPartnerHalfBytes);
+  } else {
+    wgmma::mbar_arrive(sbase + bar_full(s));
+  }
+}
+
+// Producer warp `pw`: keys 8 pw .. 8 pw + 7 of this CTA's half (rank) of every tile of every block
+// this cluster runs, into both CTAs' K stages (rows kHalf rank + 8 pw + k). `g` counts this CTA's
+// tiles over all its blocks: stage g & 1, its (g >> 1)-th use, so that the next block's first
+// tiles fill the stages while the consumers finish the current block.
+__device__ __forceinline__ void produce(const SparseArgs& a, uint32_t sbase, uint8_t* smem, uint32_t rank, int pw,
+                                       int lane) {
   const uint32_t peer_base = map_to_rank(sbase, rank ^ 1u);
-  int32_t slot = half_slot(w, 0, rank, pw, lane);
-  for (int tile = 0; tile < w.ntiles; ++tile) {
-    const int s = tile & 1;
-    // Entry offset of the lane's key (lanes 0..7); -1: invalid (a slot outside [0, num_slots)).
-    const int64_t off = slot_valid(a, slot) ? entry_offset(a, slot) : -1;
-    // Every lane: FP8 bytes [8 lane, + 8) and [256 + 8 lane, + 8), scale word lane % 4 and RoPE
-    // word lane of each key; zeros for an invalid key (its row dequantizes to +0).
-    uint2 n0[kBatch], n1[kBatch];
-    uint32_t scale_word[kBatch], rope[kBatch];
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k) {
-      const int64_t o = __shfl_sync(kFullMask, off, k);
-      n0[k] = n1[k] = make_uint2(0, 0);
-      scale_word[k] = rope[k] = 0;
-      if (o >= 0) {
-        const uint8_t* e = a.cache + o;
-        n0[k] = __ldg(reinterpret_cast<const uint2*>(e) + lane);
-        n1[k] = __ldg(reinterpret_cast<const uint2*>(e) + 32 + lane);
-        scale_word[k] = __ldg(reinterpret_cast<const uint32_t*>(e + DsMlaEntry::kScaleOffset) + (lane & 3));
-        rope[k] = __ldg(reinterpret_cast<const uint32_t*>(e + DsMlaEntry::kRopeOffset) + lane);
-      }
-    }
-    slot = half_slot(w, tile + 1, rank, pw, lane);  // in flight beside this tile's loads
-    // Both CTAs' consumers are done with tile - 2, the stage's previous use.
-    if (tile >= 2) wgmma::mbar_wait(sbase + bar_empty(s), ((tile >> 1) - 1) & 1);
-    // Byte offset of this warp's first row in the stage. Opaque to the compiler, so that the
-    // per-row offsets below are computed in the loop instead of being hoisted out of it into 24
-    // registers (which spilled at the producer's register budget).
-    uint32_t stage = kOffK + s * kTileBytes + (kHalf * rank + 8 * pw) * 128;
-    asm volatile("" : "+r"(stage));
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k) {
-      // FP8 bytes [8 c, 8 c + 8) use the scale of tile c / 16: chunk lane -> lane / 16, chunk
-      // 32 + lane -> 2 + lane / 16 (scale word j sits in lanes j, j + 4, ...).
-      const float sc0 = __uint_as_float(__shfl_sync(kFullMask, scale_word[k], lane / 16));
-      const float sc1 = __uint_as_float(__shfl_sync(kFullMask, scale_word[k], 2 + lane / 16));
-      const uint4 v0 = dequant8(n0[k].x, n0[k].y, sc0);
-      const uint4 v1 = dequant8(n1[k].x, n1[k].y, sc1);
-      // Row 8 j + k of the stage (swizzle phase k): chunk lane, chunk 32 + lane (4 blocks on),
-      // RoPE chunk 64 + lane / 4 at byte 4 (lane % 4) (tile_offset's layout).
-      const uint32_t o0 = stage + (lane >> 3) * kBlockBytes + 128 * k + (((lane & 7) ^ k) << 4);
-      const uint32_t o1 = o0 + 4 * kBlockBytes;
-      const uint32_t orope = stage + 8 * kBlockBytes + 128 * k + (((lane >> 2) ^ k) << 4) + 4 * (lane & 3);
-      *reinterpret_cast<uint4*>(smem + o0) = v0;
-      *reinterpret_cast<uint4*>(smem + o1) = v1;
-      *reinterpret_cast<uint32_t*>(smem + orope) = rope[k];
-      const uint32_t peer_full = peer_base + bar_full(s);
-      st_async_v4(peer_base + o0, v0, peer_full);
-      st_async_v4(peer_base + o1, v1, peer_full);
-      st_async_u32(peer_base + orope, rope[k], peer_full);
-    }
-    wgmma::fence_proxy_async();  // this thread's own-stage stores -> visible to wgmma
-    if (pw == 0 && lane == 0) {
-      wgmma::mbar_arrive_expect_tx(sbase + bar_full(s), kPartnerHalfBytes);
-    } else {
-      wgmma::mbar_arrive(sbase + bar_full(s));
+  uint32_t g = 0;
+  for (int64_t block = blockIdx.x; block < a.blocks; block += gridDim.x) {
+    const CtaWork w = cta_work(a, kHeads, static_cast<int32_t>(block));
+    int32_t slot = half_slot(w, 0, rank, pw, lane);
+    for (int tile = 0; tile < w.ntiles; ++tile, ++g) {
+      produce_tile(a, w, sbase, smem, peer_base, g, tile, slot, rank, pw, lane);
     }
   }
 }
@@ -274,7 +313,6 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   const int role = __shfl_sync(kFullMask, tid / 128, 0);  // 0: producer; 1, 2: consumers
   const int warp = __shfl_sync(kFullMask, (tid / 32) % 4, 0);
   const uint32_t rank = cluster_ctarank();
-  const CtaWork w = cta_work(a, kHeads);
 
   if (tid == 0) {
 #pragma unroll
@@ -288,7 +326,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
 
   if (role == 0) {
     wgmma::setmaxnreg_dec<kProducerRegs>();
-    produce(a, w, sbase, smem, rank, warp, lane);
+    produce(a, sbase, smem, rank, warp, lane);
     cluster_sync();
     return;
   }
@@ -297,93 +335,125 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   wgmma::setmaxnreg_inc<kConsumerRegs>();
   const int cw = role - 1;  // S columns 32 cw .., O dims 256 cw ..
   const int ctid = tid - 128;
-  const int g = lane / 4, tq = lane % 4;
+  const int g4 = lane / 4, tq = lane % 4;
   // This thread's two rows of S, P and O (m64 fragment layout, wgmma_device.cuh).
-  const int row0 = 16 * warp + g, row1 = row0 + 8;
+  const int row0 = 16 * warp + g4, row1 = row0 + 8;
   const WgmmaRows rows{cw, row0, row1, tq};
   float* const s_max = reinterpret_cast<float*>(smem + kOffMax);
   float* const s_sum = reinterpret_cast<float*>(smem + kOffSum);
   const uint32_t peer_base = map_to_rank(sbase, rank ^ 1u);
-
-  if (w.ntiles > 0) {
+  const auto load_q = [&](const CtaWork& w) {
     load_q_tile(a, w.t, w.h0, smem + kOffQ, sbase + kOffQ, [](int row, int chunk) { return tile_offset(row, chunk); },
                 ctid);
-    // cp.async.wait_group waits only for committed groups: without the commit the Q copies could
-    // still be in flight when the first S reads Q (last-issued head rows stale, timing-dependent).
     attn_dev::cp_async_commit();
-    attn_dev::cp_async_wait<0>();
-    wgmma::fence_proxy_async();  // Q written by this thread -> visible to wgmma
-  }
-  consumer_sync();  // all of Q ready
-
-  // Softmax state of rows row0 / row1 (m identical in both warpgroups; l over this warpgroup's
-  // columns only).
-  float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
-  float o[2][64];
-#pragma unroll
-  for (int j = 0; j < 2; ++j) {
-#pragma unroll
-    for (int i = 0; i < 64; ++i) o[j][i] = 0.0f;
-  }
-
-  for (int tile = 0; tile < w.ntiles; ++tile) {
-    const int s = tile & 1;
-    const uint32_t k_stage = sbase + kOffK + s * kTileBytes;
-    // Bit c: column 32 cw + c of the tile is valid (the producer's rule).
-    const int32_t col = w.kb + tile * kTile + 32 * cw + lane;
-    const int32_t slot = col < w.ke ? __ldg(w.idx_row + col) : -1;
-    const uint32_t valid = __ballot_sync(kFullMask, slot_valid(a, slot));
-    // P V of the previous tile done: its stage is free in this CTA; released to both producers
-    // when tile + 1 reuses it.
-    wgmma::wgmma_wait<0>();
-    wgmma::fence_operands(o[0]);
-    wgmma::fence_operands(o[1]);
-    if (tile >= 1 && tile + 1 < w.ntiles && lane == 0) {
-      const uint32_t bar = sbase + bar_empty((tile - 1) & 1);
+  };
+  // Lane 0 of every consumer warp: the stage of this CTA's tile g is free (its P V done) in both CTAs.
+  const auto release = [&](uint32_t g) {
+    if (lane == 0) {
+      const uint32_t bar = sbase + bar_empty(static_cast<int>(g & 1));
       mbar_arrive_remote(peer_base + (bar - sbase));
       wgmma::mbar_arrive(bar);
     }
-    // Acquire at cluster scope: the phase includes the partner's st.async transactions.
-    wgmma::mbar_wait<wgmma::BarScope::kCluster>(sbase + bar_full(s), (tile >> 1) & 1);
-    wgmma::fence_proxy_async();  // the partner's rows (st.async) -> visible to this thread's wgmma
+  };
 
-    // S[64][32 cw .. 32 cw + 31] = Q K^T over 576 = 36 k16 steps.
-    float sc[16];
-    issue_scores(sc, sbase + kOffQ, k_stage, cw);
+  uint32_t g = 0;          // this CTA's tiles so far, over all its blocks (the producer's count)
+  bool q_issued = false;   // the block's Q copies were issued after the previous block's tile loop
+  for (int64_t block = blockIdx.x; block < a.blocks; block += gridDim.x) {
+    const CtaWork w = cta_work(a, kHeads, static_cast<int32_t>(block));
+    if (w.ntiles > 0) {
+      if (!q_issued) load_q(w);
+      // cp.async.wait_group waits only for committed groups (load_q commits): an uncommitted copy
+      // could still be in flight when the first S reads Q.
+      attn_dev::cp_async_wait<0>();
+      wgmma::fence_proxy_async();  // Q written by this thread -> visible to wgmma
+    }
+    q_issued = false;
+    consumer_sync();  // (B) all of Q ready
+
+    // Softmax state of rows row0 / row1 (m identical in both warpgroups; l over this warpgroup's
+    // columns only).
+    float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
+    float o[2][64];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int i = 0; i < 64; ++i) o[j][i] = 0.0f;
+    }
+
+    // Tile t >= 1 releases the stage of tile t - 1 for the CTA's next tile but one: always when a
+    // later block follows (that tile may be its first), else only while t + 1 < ntiles, so that no
+    // arrival is left that no producer waits for. (Computed once per block: the same condition
+    // written in the loop made ptxas serialize the kernel's wgmma, C7515.)
+    const int last_release = block + gridDim.x < a.blocks ? w.ntiles + 1 : w.ntiles;
+    for (int tile = 0; tile < w.ntiles; ++tile, ++g) {
+      const int s = static_cast<int>(g & 1);
+      const uint32_t k_stage = sbase + kOffK + s * kTileBytes;
+      // Bit c: column 32 cw + c of the tile is valid (the producer's rule).
+      const int32_t col = w.kb + tile * kTile + 32 * cw + lane;
+      const int32_t slot = col < w.ke ? __ldg(w.idx_row + col) : -1;
+      const uint32_t valid = __ballot_sync(kFullMask, slot_valid(a, slot));
+      // P V of the previous tile done: its stage is free in both CTAs.
+      wgmma::wgmma_wait<0>();
+      wgmma::fence_operands(o[0]);
+      wgmma::fence_operands(o[1]);
+      if (tile >= 1 && tile + 1 < last_release) release(g - 1);
+      // Acquire at cluster scope: the phase includes the partner's st.async transactions.
+      wgmma::mbar_wait<wgmma::BarScope::kCluster>(sbase + bar_full(s), (g >> 1) & 1);
+      wgmma::fence_proxy_async();  // the partner's rows (st.async) -> visible to this thread's wgmma
+
+      // S[64][32 cw .. 32 cw + 31] = Q K^T over 576 = 36 k16 steps.
+      float sc[16];
+      issue_scores(sc, sbase + kOffQ, k_stage, cw);
+      wgmma::wgmma_wait<0>();
+      wgmma::fence_operands(sc);
+
+      // Softmax (C1 inside: both warpgroups' tile maxima visible, both P V of the previous tile
+      // done). sc[4 i + 2 half + c] is column 32 cw + 8 i + 2 tq + c.
+      softmax_step(
+          sc, [&](int i, int c) { return ((valid >> (8 * i + 2 * tq + c)) & 1u) != 0; }, a.scale, s_max,
+          smem + kOffP, rows, row_m, row_l, o, [] { consumer_sync(); });
+      wgmma::fence_proxy_async();  // P written by this thread -> visible to wgmma
+      consumer_sync();             // C2: all of P ready; both warpgroups' S of this tile done
+
+      // O[64][256 cw .. 256 cw + 255] += P V.
+      issue_values(o, sbase + kOffP, k_stage, cw);
+    }
+    // After the block's last S (C2 of its last tile): the next block's Q copies run beside the
+    // last P V and the write of this block's rows. Issued here, not in the tile loop's last
+    // iteration: code after the loop's P V issue inside the loop makes ptxas wait after every
+    // wgmma of the kernel (44 WARPGROUP.DEPBAR in the SASS instead of 3; no warning), 12 % slower
+    // per tile on an H100.
+    if (w.ntiles > 0 && block + gridDim.x < a.blocks) {
+      const CtaWork next = cta_work(a, kHeads, static_cast<int32_t>(block + gridDim.x));
+      if (next.ntiles > 0) {
+        load_q(next);
+        q_issued = true;
+      }
+    }
     wgmma::wgmma_wait<0>();
-    wgmma::fence_operands(sc);
+    wgmma::fence_operands(o[0]);
+    wgmma::fence_operands(o[1]);
+    // The stage of the block's last tile, for the next block's tiles (none after the last block).
+    if (w.ntiles > 0 && block + gridDim.x < a.blocks) release(g - 1);
 
-    // Softmax (C1 inside: both warpgroups' tile maxima visible, both P V of the previous tile
-    // done). sc[4 i + 2 half + c] is column 32 cw + 8 i + 2 tq + c.
-    softmax_step(
-        sc, [&](int i, int c) { return ((valid >> (8 * i + 2 * tq + c)) & 1u) != 0; }, a.scale, s_max,
-        smem + kOffP, rows, row_m, row_l, o, [] { consumer_sync(); });
-    wgmma::fence_proxy_async();  // P written by this thread -> visible to wgmma
-    consumer_sync();             // C2: all of P ready
-
-    // O[64][256 cw .. 256 cw + 255] += P V.
-    issue_values(o, sbase + kOffP, k_stage, cw);
+    write_item_rows(a, w.t, w.h0, w.partial, o, row_m, row_l, s_sum, rows, [] { consumer_sync(); });
   }
-  wgmma::wgmma_wait<0>();
-  wgmma::fence_operands(o[0]);
-  wgmma::fence_operands(o[1]);
-
-  write_item_rows(a, w.t, w.h0, w.partial, o, row_m, row_l, s_sum, rows, [] { consumer_sync(); });
   __syncwarp();
   cluster_sync();
 #endif  // MLA_WGMMA_ENABLED
 }
 
-// The probe behind runs_on (not cached): CC 9.0, a loadable image with the register count the
-// setmaxnreg budget assumes, and room for at least one cluster of two such CTAs.
-bool probe(int device) {
+// The probe behind runs_on and the grid (not cached): the clusters of two CTAs that are resident at
+// once on the device, 0 where the kernel cannot run there (not CC 9.0, no loadable image, another
+// register count than the setmaxnreg budget assumes, no room for one cluster).
+int probe(int device) {
   cudaFuncAttributes attr{};
-  if (!is_compute_capability(device, 9, 0) || !kernel_attributes(sparse_mqa_crossover_kernel, &attr)) return false;
-  if (attr.numRegs != kLaunchRegs) return false;
+  if (!is_compute_capability(device, 9, 0) || !kernel_attributes(sparse_mqa_crossover_kernel, &attr)) return 0;
+  if (attr.numRegs != kLaunchRegs) return 0;
   if (cudaFuncSetAttribute(sparse_mqa_crossover_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) !=
       cudaSuccess) {
     (void)cudaGetLastError();
-    return false;
+    return 0;
   }
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(2);
@@ -392,28 +462,38 @@ bool probe(int device) {
   int clusters = 0;
   if (cudaOccupancyMaxActiveClusters(&clusters, sparse_mqa_crossover_kernel, &config) != cudaSuccess) {
     (void)cudaGetLastError();
-    return false;
+    return 0;
   }
-  return clusters > 0;
+  return clusters;
+}
+
+PerDeviceAnswer<int>& resident_clusters() {
+  static PerDeviceAnswer<int> answer(probe);
+  return answer;
 }
 
 }  // namespace
 
 int smem_bytes() { return kSmemBytes; }
 
-bool runs_on(int device) {
-  static PerDeviceAnswer answer(probe);
-  return answer.get(device);
-}
+bool runs_on(int device) { return resident_clusters().get(device) > 0; }
 
 Status launch(const SparseArgs& a, dim3 grid, cudaStream_t stream) {
-  if (a.head_groups % 2 != 0 || grid.x % 2 != 0) {
+  if (a.head_groups % 2 != 0 || grid.x % 2 != 0 || static_cast<int64_t>(grid.x) != a.blocks) {
     return Status::error("sparse MQA (crossover): the head groups of an item must come in pairs, got " +
-                         std::to_string(a.head_groups));
+                         std::to_string(a.head_groups) + " per item and " + std::to_string(grid.x) + " CTAs for " +
+                         std::to_string(a.blocks) + " blocks");
   }
+  int device = 0;
+  MLA_CUDA_CHECK(cudaGetDevice(&device));
+  const int clusters = resident_clusters().get(device);
+  if (clusters <= 0) return Status::error("sparse MQA (crossover): no cluster of two CTAs fits on device " + std::to_string(device));
+  // Persistent: as many clusters as are resident at once (each loops over blocks), at most one per
+  // pair of blocks.
+  const unsigned ctas = 2u * static_cast<unsigned>(std::min<int64_t>(clusters, grid.x / 2));
   MLA_CUDA_CHECK(
       cudaFuncSetAttribute(sparse_mqa_crossover_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  sparse_mqa_crossover_kernel<<<grid, kThreads, kSmemBytes, stream>>>(a);
+  sparse_mqa_crossover_kernel<<<ctas, kThreads, kSmemBytes, stream>>>(a);
   MLA_CUDA_CHECK_LAUNCH("sparse_mqa_crossover_kernel");
   return Status();
 }

@@ -43,6 +43,7 @@ struct SparseArgs {
   float* partial_lse;    // [P, H]
   bool q_vec;            // q pointers 16-byte aligned, strides multiples of 8 elements
   int32_t head_groups;   // CTAs per work item: blockIdx.x = item * head_groups + group
+  int32_t blocks;        // work items x head_groups (a persistent kernel's loop bound)
 };
 
 // Byte offset of a valid slot's entry from the cache base.
@@ -68,8 +69,10 @@ __device__ __forceinline__ uint4 dequant8(uint32_t w0, uint32_t w1, float scale)
                     cuda_codec::f32x2_to_bf16x2(__fmul_rn(f3.x, scale), __fmul_rn(f3.y, scale)));
 }
 
-// What a CTA of `heads` heads works on: blockIdx.x = item * a.head_groups + head group (the head
-// groups of one item are adjacent CTAs, so the second one finds the entries in L2).
+// What a CTA of `heads` heads works on: block = item * a.head_groups + head group (the head
+// groups of one item are adjacent blocks, so the second one finds the entries in L2). block is
+// blockIdx.x where the grid has one CTA per block; a persistent kernel passes each block it loops
+// over.
 struct CtaWork {
   int64_t t;               // query token (trusted: failure mode 4)
   int h0;                  // first head
@@ -78,17 +81,20 @@ struct CtaWork {
   int32_t partial;         // < 0: final output; else the fp32 partial row (trusted)
   const int32_t* idx_row;  // the token's indices
 };
-__device__ __forceinline__ CtaWork cta_work(const SparseArgs& a, int heads) {
-  const SparseMqaWorkItem item = a.items[blockIdx.x / a.head_groups];
+__device__ __forceinline__ CtaWork cta_work(const SparseArgs& a, int heads, int32_t block) {
+  const SparseMqaWorkItem item = a.items[block / a.head_groups];
   CtaWork w;
   w.t = item.token;
-  w.h0 = static_cast<int>(blockIdx.x % a.head_groups) * heads;
+  w.h0 = (block % a.head_groups) * heads;
   w.kb = max(item.k_begin, 0);
   w.ke = min(item.k_end, a.topk);
   w.ntiles = w.ke > w.kb ? (w.ke - w.kb + kTile - 1) / kTile : 0;
   w.partial = item.partial;
   w.idx_row = a.indices + w.t * a.indices_row_stride;
   return w;
+}
+__device__ __forceinline__ CtaWork cta_work(const SparseArgs& a, int heads) {
+  return cta_work(a, heads, static_cast<int32_t>(blockIdx.x));
 }
 
 // --- the staging steps of the tensor-core kernels (`tc` and `wgmma`: kStageWarps warps,

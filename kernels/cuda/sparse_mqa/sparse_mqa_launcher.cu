@@ -107,6 +107,7 @@ Status launch_sparse_mqa(const SparseMqaParams& p, SparseMqaImpl requested, cuda
     args.head_groups = (p.num_heads + heads_per_cta - 1) / heads_per_cta;
     const int64_t blocks = static_cast<int64_t>(md.num_items) * args.head_groups;
     MLA_RETURN_IF_ERROR(require_grid_x("launch_sparse_mqa", blocks));
+    args.blocks = static_cast<int32_t>(blocks);
     const dim3 grid(static_cast<unsigned>(blocks));
     if (runs == SparseMqaImpl::kCrossover) {
 #if MLA_HAVE_WGMMA

@@ -350,6 +350,15 @@ TEST_F(CudaAttentionTest, SparseMqaMatchesHost) {
       // Paired head groups (crossover) with a last tile of 8 columns: the second CTA's half of it
       // lies wholly past topk; unaligned q (plain Q loads).
       {128, 200, 3, 64, 32, 1, 1.0f, "partial-tile-paired-head-groups"},
+      // More item pairs than clusters are resident at once (66 on a 132-SM H100 or H200), so
+      // persistent crossover CTAs run several blocks through the same stages and barriers: 100
+      // items of 5 tiles (target 1: CTAs 0-67 run two blocks), or 300 split items of 2, 2 and 1
+      // tiles with partials (target 264: every CTA runs 4-5 blocks).
+      {128, 320, 100, 64, 0, 0, 0.25f, "persistent-blocks"},
+      // 60 tokens of 9 tiles split 2, 2, 2, 2, 1 (target 264: 300 items; 66 = 1 mod 5, so a CTA's
+      // blocks mix 2- and 1-tile items), unaligned q (the next block's Q by plain loads), top-k >=
+      // 512 (auto runs crossover).
+      {128, 576, 60, 64, 0, 1, 0.25f, "persistent-mixed-tiles"},
   };
   Rng rng(98765);
   for (const SparseCase& c : cases) {
