@@ -360,6 +360,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   bool q_issued = false;   // the block's Q copies were issued after the previous block's tile loop
   for (int64_t block = blockIdx.x; block < a.blocks; block += gridDim.x) {
     const CtaWork w = cta_work(a, kHeads, static_cast<int32_t>(block));
+    const bool later_block = block + gridDim.x < a.blocks;  // this CTA runs another block after this one
     if (w.ntiles > 0) {
       if (!q_issued) load_q(w);
       // cp.async.wait_group waits only for committed groups (load_q commits): an uncommitted copy
@@ -384,7 +385,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     // later block follows (that tile may be its first), else only while t + 1 < ntiles, so that no
     // arrival is left that no producer waits for. (Computed once per block: the same condition
     // written in the loop made ptxas serialize the kernel's wgmma, C7515.)
-    const int last_release = block + gridDim.x < a.blocks ? w.ntiles + 1 : w.ntiles;
+    const int last_release = later_block ? w.ntiles + 1 : w.ntiles;
     for (int tile = 0; tile < w.ntiles; ++tile, ++g) {
       const int s = static_cast<int>(g & 1);
       const uint32_t k_stage = sbase + kOffK + s * kTileBytes;
@@ -421,9 +422,9 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     // After the block's last S (C2 of its last tile): the next block's Q copies run beside the
     // last P V and the write of this block's rows. Issued here, not in the tile loop's last
     // iteration: code after the loop's P V issue inside the loop makes ptxas wait after every
-    // wgmma of the kernel (44 WARPGROUP.DEPBAR in the SASS instead of 3; no warning), 12 % slower
-    // per tile on an H100.
-    if (w.ntiles > 0 && block + gridDim.x < a.blocks) {
+    // wgmma of the kernel (C7515: 44 WARPGROUP.DEPBAR in the SASS instead of 3, 12 % slower per
+    // tile on an H100; kernels/cmake/ptxas_wgmma_launcher.sh fails such a build).
+    if (w.ntiles > 0 && later_block) {
       const CtaWork next = cta_work(a, kHeads, static_cast<int32_t>(block + gridDim.x));
       if (next.ntiles > 0) {
         load_q(next);
@@ -434,7 +435,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     wgmma::fence_operands(o[0]);
     wgmma::fence_operands(o[1]);
     // The stage of the block's last tile, for the next block's tiles (none after the last block).
-    if (w.ntiles > 0 && block + gridDim.x < a.blocks) release(g - 1);
+    if (w.ntiles > 0 && later_block) release(g - 1);
 
     write_item_rows(a, w.t, w.h0, w.partial, o, row_m, row_l, s_sum, rows, [] { consumer_sync(); });
   }
