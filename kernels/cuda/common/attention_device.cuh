@@ -26,6 +26,14 @@
 namespace mla::attn_dev {
 
 inline constexpr unsigned kFullMask = 0xFFFFFFFFu;
+inline constexpr float kLog2e = 1.4426950408889634f;  // log2(e) rounded to float: e^x = 2^(x log2 e)
+
+// 2^x (MUFU.EX2: about 2 ulp, subnormal results flushed to zero, -inf -> +0).
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));

@@ -110,7 +110,7 @@ namespace {
 
 constexpr int kRows = kRowsPerCta;              // 128 queries per CTA
 constexpr int kKeys = 128;                      // keys per tile (loads, S = Q K^T)
-constexpr float kLog2e = 1.4426950408889634f;
+using attn_dev::kLog2e;
 constexpr int kConsumerWgs = 2;
 constexpr int kThreads = 128 * (1 + kConsumerWgs);
 constexpr int kProducerRegs = 24;

@@ -20,6 +20,7 @@
 namespace mla::sparse_dev {
 
 inline constexpr int kWgmmaBlockBytes = 64 * 128;  // one swizzled column block: 64 rows x 64 bf16
+using attn_dev::kLog2e;
 
 #if MLA_WGMMA_ENABLED
 
@@ -71,7 +72,10 @@ struct WgmmaRows {
 // ([2][64] floats) around sync() (the barrier of both warpgroups; after it both have waited for
 // their P V of the previous tile), so both compute the same m and factor; row_l is this
 // warpgroup's sum over its columns. Writes P = bf16(p) at p_base ([64][64] bf16, K-major, 128-byte
-// swizzle) and rescales o by the factor.
+// swizzle) and rescales o by the factor. p = 2^((x - m) log2 e) and the factor 2^((m_old - m_new)
+// log2 e) by ex2.approx (MUFU.EX2, about 2 ulp; -inf -> +0, subnormal results flushed to zero), as
+// the dense `wgmma` kernel does: expf's range reduction (six more instructions per score) sits on
+// the path every tile waits for. m stays in natural units (the LSE is m + log l).
 template <class Valid, class Sync>
 __device__ __forceinline__ void softmax_step(float (&s)[16], Valid valid, float scale, float* s_max, uint8_t* p_base,
                                              const WgmmaRows& r, float (&row_m)[2], float (&row_l)[2],
@@ -104,7 +108,8 @@ __device__ __forceinline__ void softmax_step(float (&s)[16], Valid valid, float 
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int row = half ? r.row1 : r.row0;
-    factor[half] = attn_dev::raise_row_max(row_m[half], fmaxf(tmax[half], s_max[(1 - r.wg) * kHeads + row]));
+    factor[half] = attn_dev::raise_row_max(row_m[half], fmaxf(tmax[half], s_max[(1 - r.wg) * kHeads + row]),
+                                           [](float d) { return attn_dev::ex2_approx(d * kLog2e); });
     row_l[half] *= factor[half];
   }
   float tsum[2] = {0.0f, 0.0f};
@@ -112,8 +117,9 @@ __device__ __forceinline__ void softmax_step(float (&s)[16], Valid valid, float 
   for (int i = 0; i < 4; ++i) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const float ref = attn_dev::exp_ref(row_m[half]);
-      const float p0 = expf(s[4 * i + 2 * half] - ref), p1 = expf(s[4 * i + 2 * half + 1] - ref);
+      const float ref2 = attn_dev::exp_ref(row_m[half]) * kLog2e;
+      const float p0 = attn_dev::ex2_approx(fmaf(s[4 * i + 2 * half], kLog2e, -ref2));
+      const float p1 = attn_dev::ex2_approx(fmaf(s[4 * i + 2 * half + 1], kLog2e, -ref2));
       tsum[half] += p0;
       tsum[half] += p1;
       const int row = half ? r.row1 : r.row0;
