@@ -27,16 +27,21 @@
 // their issue), the row write about 14,900 and the barriers and first tile about 5,000. The
 // persistent grid hides the CTA start, the Q copies and the producer's first tiles, not the row
 // write: 0.98-0.99 of the time with one CTA per block at four waves of items (docs/performance.md).
-// Per tile in the persistent kernel at that shape (producer warp 0, medians over 16,000 tiles; the
+// Per tile in the persistent kernel at that shape (with the softmax's exponentials by expf, commit
+// 6b21f28; ex2.approx takes 3 % off the shape's time; producer warp 0, medians over 16,000 tiles; the
 // SM clock 1.80 GHz by clock64 against globaltimer): about 5,200 cycles, of which about 1,400 issue
 // the 8 keys' loads and wait for the free stage, 1,500 more wait for the first key's bytes (about
 // 2,900 from the loads' issue to their data) and 2,000 convert and store the 8 keys. The consumers'
-// tile takes as long, so a faster side alone waits on the other. Measured slower at that shape and
+// tile took as long, so a faster side alone waits on the other. Measured slower at that shape and
 // not used: staging the accumulators as fp32 in the last K stage and dividing, rounding and storing
 // them in one rolled loop (the row write then about 21,000 cycles; 1.7 % slower, 2.8 % at 4 query
-// tokens), and asking L2 for the next tile's entries beside a tile's loads (the data arrives sooner,
-// but the tile period grows to about 5,500 cycles; 4 % slower). Loading the consumers' slots a tile
-// ahead of their ballot changes no key shape's time by more than 0.5 %.
+// tokens); asking L2 for the next tile's entries beside a tile's loads (the data arrives sooner,
+// but the tile period grows to about 5,500 cycles; 4 % slower); FlashMLA's split of the consumers,
+// one warpgroup computing S over all 64 columns (m64n64k16, 4 KiB of shared memory per 32 tensor
+// cycles instead of 6 KiB), the softmax and P V for half the dims, the other only P V for the other
+// half (with ex2.approx: 4 % slower at the decode shape and 44 % at batch 1 x 2, though 7 % faster at
+// top-k 8192; with the producer's loads also issued a tile ahead, 11 % slower). Loading the
+// consumers' slots a tile ahead of their ballot changes no key shape's time by more than 0.5 %.
 //
 // CTA = 384 threads, one CTA per SM, clusters of 2 (__cluster_dims__):
 //   warpgroup 0, producer (setmaxnreg 88): warp w dequantizes keys 8 w .. 8 w + 7 of the CTA's half
