@@ -35,6 +35,10 @@ __device__ __forceinline__ float ex2_approx(float x) {
   return y;
 }
 
+// e^d as 2^(d log2 e) by ex2_approx: the rescale factor of the `wgmma` kernels' online softmax
+// (raise_row_max's exp_of).
+__device__ __forceinline__ float exp_by_ex2(float d) { return ex2_approx(d * kLog2e); }
+
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }

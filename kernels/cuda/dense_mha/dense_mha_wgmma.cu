@@ -311,10 +311,9 @@ __device__ __forceinline__ void softmax_tile_masked(float (&s)[kE], float (&m)[2
   // factors flushed to 0): expf's range reduction sits on the softmax's critical path, which is
   // what a key tile waits for (1.6-4.6 % faster than expf on every dense shape,
   // docs/performance.md).
-  const auto exp_of = [](float d) { return wgmma::ex2_approx(d * kLog2e); };
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    factor[r] = attn_dev::raise_row_max(m[r], tmax[r] * scale, exp_of);
+    factor[r] = attn_dev::raise_row_max(m[r], tmax[r] * scale, attn_dev::exp_by_ex2);
     ref2[r] = attn_dev::exp_ref(m[r]) * kLog2e;
   }
   const float mul = scale * kLog2e;
@@ -324,7 +323,7 @@ __device__ __forceinline__ void softmax_tile_masked(float (&s)[kE], float (&m)[2
 #pragma unroll
   for (int e = 0; e < kE; ++e) {
     const int row = (e >> 1) & 1;
-    const float p = wgmma::ex2_approx(fmaf(s[e], mul, -ref2[row]));
+    const float p = attn_dev::ex2_approx(fmaf(s[e], mul, -ref2[row]));
     psum[row][(e >> 2) % kParts] += p;
     s[e] = p;
   }

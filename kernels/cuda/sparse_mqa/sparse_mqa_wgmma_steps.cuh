@@ -108,8 +108,8 @@ __device__ __forceinline__ void softmax_step(float (&s)[16], Valid valid, float 
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int row = half ? r.row1 : r.row0;
-    factor[half] = attn_dev::raise_row_max(row_m[half], fmaxf(tmax[half], s_max[(1 - r.wg) * kHeads + row]),
-                                           [](float d) { return attn_dev::ex2_approx(d * kLog2e); });
+    factor[half] =
+        attn_dev::raise_row_max(row_m[half], fmaxf(tmax[half], s_max[(1 - r.wg) * kHeads + row]), attn_dev::exp_by_ex2);
     row_l[half] *= factor[half];
   }
   float tsum[2] = {0.0f, 0.0f};
